@@ -1,0 +1,20 @@
+//! # pandora-core
+//!
+//! The numerical core of Pandora, a cost-aware Bayesian optimization engine. Pure numerics, no I/O:
+//! everything random takes an explicit seeded RNG and every routine works in `f64`.
+//!
+//! Modules, in the order data flows through them:
+//! - [`math`]: the standard normal distribution and log-space helpers, accurate far in the tails.
+//! - [`linalg`]: Cholesky factors with jitter escalation and O(n²) appends, triangular solves.
+//! - [`gp`]: kernels, the exact Gaussian-process posterior, hyperparameter fitting, pathwise samples.
+//! - [`acquisition`]: acquisition functions with exact gradients (maximization convention).
+//! - [`optim`]: bounded L-BFGS-B, scrambled Sobol points and multi-start maximization on `[0,1]^d`.
+
+pub mod acquisition;
+pub mod error;
+pub mod gp;
+pub mod linalg;
+pub mod math;
+pub mod optim;
+
+pub use error::{Error, Result};

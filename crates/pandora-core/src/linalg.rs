@@ -1,0 +1,1 @@
+//! Linear algebra on top of faer.

@@ -1,0 +1,1 @@
+//! Standard normal distribution and log-space helpers (owned by the math work item; see `normal.rs`).

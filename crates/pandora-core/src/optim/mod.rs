@@ -1,0 +1,1 @@
+//! Bounded optimization: L-BFGS-B, scrambled Sobol points, multi-start maximization.
