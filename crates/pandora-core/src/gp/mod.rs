@@ -1,1 +1,7 @@
-//! Gaussian processes.
+//! Gaussian processes: kernels, the exact posterior, hyperparameter fitting and pathwise samples.
+
+pub mod kernel;
+pub mod model;
+
+pub use kernel::{Kernel, KernelKind};
+pub use model::{ExactGp, GpParams, PosteriorBatch};

@@ -1,0 +1,222 @@
+//! The exact GP posterior against the dense textbook formulas (computed here by Gauss–Jordan
+//! elimination, independent of faer), finite differences, and refitting.
+
+use pandora_core::gp::{ExactGp, GpParams, Kernel, KernelKind};
+use rand::{RngExt, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
+
+const KINDS: [KernelKind; 4] = [
+    KernelKind::Matern12,
+    KernelKind::Matern32,
+    KernelKind::Matern52,
+    KernelKind::Rbf,
+];
+
+fn random_points(rng: &mut Xoshiro256PlusPlus, n: usize, d: usize) -> Vec<f64> {
+    (0..n * d).map(|_| rng.random::<f64>()).collect()
+}
+
+fn model(kind: KernelKind, n: usize, d: usize, seed: u64) -> ExactGp {
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+    let x = random_points(&mut rng, n, d);
+    let y: Vec<f64> = (0..n)
+        .map(|i| (x[i * d] * 6.0).sin() + x[i * d + d - 1] + 0.1 * rng.random::<f64>())
+        .collect();
+    let ls: Vec<f64> = (0..d).map(|k| 0.3 + 0.2 * k as f64).collect();
+    let params = GpParams {
+        kernel: Kernel::new(kind, ls, 1.3).unwrap(),
+        mean: 0.25,
+        noise: 1e-3,
+    };
+    ExactGp::new(x, y, params).unwrap()
+}
+
+/// Solves A X = B by Gauss–Jordan elimination with partial pivoting (A is n×n row-major).
+fn dense_solve(a: &[f64], b: &[f64], n: usize, cols: usize) -> Vec<f64> {
+    let mut a = a.to_vec();
+    let mut b = b.to_vec();
+    for c in 0..n {
+        let p = (c..n)
+            .max_by(|&i, &j| a[i * n + c].abs().total_cmp(&a[j * n + c].abs()))
+            .unwrap();
+        for k in 0..n {
+            a.swap(c * n + k, p * n + k);
+        }
+        for k in 0..cols {
+            b.swap(c * cols + k, p * cols + k);
+        }
+        let piv = a[c * n + c];
+        for r in 0..n {
+            if r != c {
+                let f = a[r * n + c] / piv;
+                for k in 0..n {
+                    a[r * n + k] -= f * a[c * n + k];
+                }
+                for k in 0..cols {
+                    b[r * cols + k] -= f * b[c * cols + k];
+                }
+            }
+        }
+    }
+    for r in 0..n {
+        for k in 0..cols {
+            b[r * cols + k] /= a[r * n + r];
+        }
+    }
+    b
+}
+
+#[test]
+fn posterior_matches_dense_textbook_formula() {
+    for kind in KINDS {
+        let (n, d) = (25, 3);
+        let gp = model(kind, n, d, 7);
+        let p = gp.params().clone();
+        let x = gp.train_x();
+        let mut kmat = vec![0.0; n * n];
+        for i in 0..n {
+            for j in 0..n {
+                kmat[i * n + j] = p
+                    .kernel
+                    .eval(&x[i * d..(i + 1) * d], &x[j * d..(j + 1) * d])
+                    + if i == j { p.noise } else { 0.0 };
+            }
+        }
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(99);
+        let q = random_points(&mut rng, 300, d);
+        let post = gp.posterior(&q, false).unwrap();
+        for j in 0..300 {
+            let qj = &q[j * d..(j + 1) * d];
+            let kq: Vec<f64> = (0..n)
+                .map(|i| p.kernel.eval(qj, &x[i * d..(i + 1) * d]))
+                .collect();
+            let r: Vec<f64> = gp.train_y().iter().map(|y| y - p.mean).collect();
+            let alpha = dense_solve(&kmat, &r, n, 1);
+            let w = dense_solve(&kmat, &kq, n, 1);
+            let mean = p.mean + kq.iter().zip(&alpha).map(|(a, b)| a * b).sum::<f64>();
+            let var = p.kernel.eval(qj, qj) - kq.iter().zip(&w).map(|(a, b)| a * b).sum::<f64>();
+            assert!((mean - post.mean[j]).abs() < 1e-9, "{kind:?} mean");
+            assert!(
+                (var - post.var[j]).abs() < 1e-9,
+                "{kind:?} var {var} vs {}",
+                post.var[j]
+            );
+        }
+    }
+}
+
+#[test]
+fn posterior_gradients_match_finite_differences() {
+    for kind in KINDS {
+        let d = 4;
+        let gp = model(kind, 30, d, 3);
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(5);
+        let q = random_points(&mut rng, 20, d);
+        let post = gp.posterior(&q, true).unwrap();
+        let sg = post.std_grad();
+        let h = 1e-6;
+        for j in 0..20 {
+            for k in 0..d {
+                let mut qp = q[j * d..(j + 1) * d].to_vec();
+                let mut qm = qp.clone();
+                qp[k] += h;
+                qm[k] -= h;
+                let pp = gp.posterior(&qp, false).unwrap();
+                let pm = gp.posterior(&qm, false).unwrap();
+                let fd_mean = (pp.mean[0] - pm.mean[0]) / (2.0 * h);
+                let fd_std = (pp.var[0].sqrt() - pm.var[0].sqrt()) / (2.0 * h);
+                let g_mean = post.mean_grad[j * d + k];
+                let g_std = sg[j * d + k];
+                let tol = if kind == KernelKind::Matern12 {
+                    1e-4
+                } else {
+                    1e-6
+                };
+                assert!(
+                    (fd_mean - g_mean).abs() < tol * (1.0 + fd_mean.abs()),
+                    "{kind:?} mean grad {fd_mean} vs {g_mean}"
+                );
+                assert!(
+                    (fd_std - g_std).abs() < tol * (1.0 + fd_std.abs()),
+                    "{kind:?} std grad {fd_std} vs {g_std}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn joint_covariance_is_consistent_with_marginals() {
+    let d = 2;
+    let gp = model(KernelKind::Matern52, 15, d, 11);
+    let q = [0.1, 0.2, 0.5, 0.5, 0.9, 0.1];
+    let cov = gp.posterior_covariance(&q).unwrap();
+    let post = gp.posterior(&q, false).unwrap();
+    for a in 0..3 {
+        assert!((cov[a * 3 + a] - post.var[a]).abs() < 1e-12);
+        for b in 0..3 {
+            assert_eq!(cov[a * 3 + b], cov[b * 3 + a]);
+        }
+    }
+}
+
+#[test]
+fn conditioning_equals_refitting() {
+    for kind in KINDS {
+        let d = 3;
+        let full = model(kind, 40, d, 21);
+        let x = full.train_x();
+        let y = full.train_y();
+        let base = ExactGp::new(
+            x[..30 * d].to_vec(),
+            y[..30].to_vec(),
+            full.params().clone(),
+        )
+        .unwrap();
+        let cond = base.condition_on(&x[30 * d..], &y[30..]).unwrap();
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(1);
+        let q = random_points(&mut rng, 50, d);
+        let a = full.posterior(&q, true).unwrap();
+        let b = cond.posterior(&q, true).unwrap();
+        for i in 0..50 {
+            assert!((a.mean[i] - b.mean[i]).abs() < 1e-10);
+            assert!((a.var[i] - b.var[i]).abs() < 1e-10);
+        }
+        for (u, v) in a.mean_grad.iter().zip(&b.mean_grad) {
+            assert!((u - v).abs() < 1e-8);
+        }
+        assert!((full.log_marginal_likelihood() - cond.log_marginal_likelihood()).abs() < 1e-9);
+    }
+}
+
+#[test]
+fn prior_and_bad_input() {
+    let params = GpParams {
+        kernel: Kernel::new(KernelKind::Rbf, vec![0.5, 0.5], 2.0).unwrap(),
+        mean: 1.0,
+        noise: 0.0,
+    };
+    let gp = ExactGp::new(vec![], vec![], params.clone()).unwrap();
+    let post = gp.posterior(&[0.3, 0.3], true).unwrap();
+    assert_eq!(post.mean, vec![1.0]);
+    assert_eq!(post.var, vec![2.0]);
+    assert!(ExactGp::new(vec![0.1, 0.2, 0.3], vec![1.0], params.clone()).is_err());
+    assert!(ExactGp::new(vec![0.1, f64::NAN], vec![1.0], params.clone()).is_err());
+    assert!(gp.posterior(&[0.3], false).is_err());
+    // Duplicate inputs without noise do not crash.
+    let dup = ExactGp::new(
+        vec![0.1, 0.1, 0.1, 0.1, 0.7, 0.7],
+        vec![1.0, 1.0, 2.0],
+        params,
+    )
+    .unwrap();
+    assert!(dup.cholesky().jitter() > 0.0);
+    let p = dup.posterior(&[0.1, 0.1, 0.4, 0.4], true).unwrap();
+    assert!(
+        p.mean
+            .iter()
+            .chain(&p.var)
+            .chain(&p.var_grad)
+            .all(|v| v.is_finite())
+    );
+}
