@@ -101,9 +101,9 @@ fn log_h_vs_mpmath() {
 
 #[test]
 fn h_vs_mpmath() {
-    // h = exp(log h) from the log_h table, where h is a normal f64 (z ≥ −37.5).
-    let exp_table: fn(f64) -> f64 = |z| math::h(z).ln();
-    check("log_h", exp_table, -37.0, 40.0, 1.0, 1e-13);
+    // For −10 ≤ z < −1, h = φ·(1 − xR) cancels by a factor ≈ z²: bound 5e-14.
+    check("h", math::h, -37.0, 40.0, TINY, 5e-14);
+    check("h", math::h, -1.0, 40.0, TINY, 1e-15);
 }
 
 #[test]

@@ -127,6 +127,7 @@ def main():
             + pos
             + logspace(-3, 0, 20)
         ),
+        "h": uniq(linspace(-37.0, -1.0, 145) + linspace(-1.0, 5.0, 61) + pos),
         "dlog_h": uniq(
             [-x for x in logspace(-3, 4, 120)]
             + linspace(-12.0, -1.0, 56)
@@ -142,6 +143,7 @@ def main():
         "log_norm_cdf": log_ncdf,
         "erfcx": erfcx_exact,
         "log_h": log_h_exact,
+        "h": h_exact,
         "dlog_h": dlog_h_exact,
         "log1mexp": log1mexp_exact,
         "log1pexp": log1pexp_exact,
