@@ -1,0 +1,1256 @@
+//! Bound-constrained limited-memory BFGS (L-BFGS-B), written for this crate.
+//!
+//! The method follows Byrd, Lu, Nocedal & Zhu (1995), "A limited memory algorithm for bound
+//! constrained optimization", with the subspace step of Morales & Nocedal (2011):
+//!
+//! 1. The Hessian approximation is kept in compact form `B = θI − W M Wᵀ` with `W = [Y, θS]`
+//!    (at most `memory` correction pairs). `M` is never formed; it is applied through a Cholesky
+//!    factor of `θSᵀS + L D⁻¹ Lᵀ` (a `k×k` matrix, `k ≤ memory`).
+//! 2. The generalized Cauchy point is the first local minimizer of the quadratic model along the
+//!    projected steepest-descent path, found by walking the sorted breakpoints.
+//! 3. The model is then minimized over the variables that are free at the Cauchy point (direct
+//!    primal method with the Sherman–Morrison–Woodbury formula). The result is projected onto the
+//!    box; if that does not give a descent direction, the step is truncated instead (Morales &
+//!    Nocedal 2011).
+//! 4. A Moré–Thuente line search enforces the strong Wolfe conditions along the direction, with
+//!    the step capped so that every trial point stays in the box.
+//!
+//! Non-finite function values or gradients at trial points are treated as `+∞`: the line search
+//! backs off towards the last good step. The iterate held by the solver is always the best finite
+//! point seen so far.
+//!
+//! All work arrays live in an [`LbfgsbWorkspace`]; after it is set up an iteration allocates
+//! nothing, so one workspace can be reused for many solves of the same dimension.
+
+// Index loops mirror the algebra of the paper; negated comparisons are deliberate: they are
+// true for NaN, which is exactly the case they must catch.
+#![allow(clippy::needless_range_loop, clippy::neg_cmp_op_on_partial_ord)]
+
+use crate::error::{Error, Result};
+
+const EPS: f64 = f64::EPSILON;
+
+/// Options of [`minimize`]. Defaults match SciPy's `L-BFGS-B` where SciPy has the same knob.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LbfgsbOptions {
+    /// Number of correction pairs kept (`m`). Default 10.
+    pub memory: usize,
+    /// Maximum number of iterations (accepted line-search steps). Default 200.
+    pub max_iter: usize,
+    /// Maximum number of function evaluations, including the first one. Default 500.
+    pub max_evals: usize,
+    /// Stop when the infinity norm of the projected gradient is at most this. Default `1e-5`.
+    pub pgtol: f64,
+    /// Stop when `(f_old − f_new) / max(|f_old|, |f_new|, 1) ≤ factr · ε_machine`. Default `1e7`.
+    pub factr: f64,
+    /// Sufficient-decrease constant of the line search (Armijo). Default `1e-3`.
+    pub ftol: f64,
+    /// Curvature constant of the line search (strong Wolfe). Default `0.9`.
+    pub gtol: f64,
+    /// Relative width of the uncertainty interval at which the line search stops. Default `0.1`.
+    pub xtol: f64,
+    /// Maximum number of function evaluations in one line search. Default 20.
+    pub max_line_search: usize,
+}
+
+impl Default for LbfgsbOptions {
+    fn default() -> Self {
+        Self {
+            memory: 10,
+            max_iter: 200,
+            max_evals: 500,
+            pgtol: 1e-5,
+            factr: 1e7,
+            ftol: 1e-3,
+            gtol: 0.9,
+            xtol: 0.1,
+            max_line_search: 20,
+        }
+    }
+}
+
+impl LbfgsbOptions {
+    fn validate(&self) -> Result<()> {
+        if self.memory == 0 {
+            return Err(Error::invalid(
+                "LbfgsbOptions::memory",
+                "must be at least 1",
+            ));
+        }
+        if self.max_evals == 0 {
+            return Err(Error::invalid(
+                "LbfgsbOptions::max_evals",
+                "must be at least 1",
+            ));
+        }
+        if self.max_line_search == 0 {
+            return Err(Error::invalid(
+                "LbfgsbOptions::max_line_search",
+                "must be at least 1",
+            ));
+        }
+        let nonneg = |v: f64| v.is_finite() && v >= 0.0;
+        if !nonneg(self.pgtol) {
+            return Err(Error::invalid(
+                "LbfgsbOptions::pgtol",
+                "must be finite and >= 0",
+            ));
+        }
+        if !nonneg(self.factr) {
+            return Err(Error::invalid(
+                "LbfgsbOptions::factr",
+                "must be finite and >= 0",
+            ));
+        }
+        if !(self.ftol > 0.0 && self.ftol < 1.0) {
+            return Err(Error::invalid("LbfgsbOptions::ftol", "must be in (0, 1)"));
+        }
+        if !(self.gtol > self.ftol && self.gtol < 1.0) {
+            return Err(Error::invalid(
+                "LbfgsbOptions::gtol",
+                "must be in (ftol, 1)",
+            ));
+        }
+        if !(self.xtol >= 0.0 && self.xtol < 1.0) {
+            return Err(Error::invalid("LbfgsbOptions::xtol", "must be in [0, 1)"));
+        }
+        Ok(())
+    }
+}
+
+/// Why [`minimize`] stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Termination {
+    /// The infinity norm of the projected gradient fell to `pgtol` or below.
+    ConvergedGradient,
+    /// The relative reduction of `f` in the last iteration fell below `factr · ε`.
+    ConvergedRelativeReduction,
+    /// `max_iter` iterations were done.
+    MaxIter,
+    /// `max_evals` function evaluations were used.
+    MaxEvals,
+    /// No step along the search direction decreased `f`, even after the memory was reset.
+    LineSearchFailed,
+    /// The function value or gradient at the starting point was not finite.
+    NonFinite,
+}
+
+/// Outcome of [`minimize`]; the minimizer itself is written back into `x`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LbfgsbResult {
+    /// Function value at the returned `x`.
+    pub f: f64,
+    /// Number of iterations (accepted steps).
+    pub iterations: usize,
+    /// Number of function evaluations.
+    pub evaluations: usize,
+    /// Why the solver stopped.
+    pub status: Termination,
+    /// Infinity norm of the projected gradient at the returned `x` (`NaN` if not finite).
+    pub projected_gradient: f64,
+}
+
+/// Reusable work arrays of [`minimize_with_workspace`] for one dimension and memory size.
+///
+/// Creating it is the only allocation of a solve; reuse it across solves (for example one per
+/// thread) to make repeated solves allocation-free.
+#[derive(Debug, Clone)]
+pub struct LbfgsbWorkspace {
+    n: usize,
+    m: usize,
+    // length n
+    g: Vec<f64>,
+    x_prev: Vec<f64>,
+    g_prev: Vec<f64>,
+    dir: Vec<f64>,
+    xcp: Vec<f64>,
+    brk: Vec<f64>,
+    dcp: Vec<f64>,
+    xt: Vec<f64>,
+    gt: Vec<f64>,
+    xbest: Vec<f64>,
+    gbest: Vec<f64>,
+    du: Vec<f64>,
+    order: Vec<usize>,
+    free: Vec<usize>,
+    state: Vec<VarState>,
+    // memory, pair j at [j*n, (j+1)*n), oldest first
+    s_mem: Vec<f64>,
+    y_mem: Vec<f64>,
+    // m x m, row-major with stride m
+    ss: Vec<f64>,
+    sy: Vec<f64>,
+    tchol: Vec<f64>,
+    // length 2m
+    p: Vec<f64>,
+    c: Vec<f64>,
+    mp: Vec<f64>,
+    mc: Vec<f64>,
+    wb: Vec<f64>,
+    mwb: Vec<f64>,
+    v2: Vec<f64>,
+    q2: Vec<f64>,
+    // 2m x 2m, stride 2m
+    ata: Vec<f64>,
+    nmat: Vec<f64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum VarState {
+    Free,
+    AtBound,
+    Fixed,
+}
+
+impl LbfgsbWorkspace {
+    /// Work arrays for dimension `n` and `memory` correction pairs.
+    pub fn new(n: usize, memory: usize) -> Self {
+        let m = memory.max(1);
+        let v = |len: usize| vec![0.0; len];
+        Self {
+            n,
+            m,
+            g: v(n),
+            x_prev: v(n),
+            g_prev: v(n),
+            dir: v(n),
+            xcp: v(n),
+            brk: v(n),
+            dcp: v(n),
+            xt: v(n),
+            gt: v(n),
+            xbest: v(n),
+            gbest: v(n),
+            du: v(n),
+            order: vec![0; n],
+            free: vec![0; n],
+            state: vec![VarState::Free; n],
+            s_mem: v(m * n),
+            y_mem: v(m * n),
+            ss: v(m * m),
+            sy: v(m * m),
+            tchol: v(m * m),
+            p: v(2 * m),
+            c: v(2 * m),
+            mp: v(2 * m),
+            mc: v(2 * m),
+            wb: v(2 * m),
+            mwb: v(2 * m),
+            v2: v(2 * m),
+            q2: v(2 * m),
+            ata: v(4 * m * m),
+            nmat: v(4 * m * m),
+        }
+    }
+
+    /// The dimension this workspace was made for.
+    pub fn dim(&self) -> usize {
+        self.n
+    }
+
+    /// The memory size this workspace was made for.
+    pub fn memory(&self) -> usize {
+        self.m
+    }
+}
+
+/// Minimizes `f` over the box `lower ≤ x ≤ upper` starting from `x`.
+///
+/// `f(x, grad)` returns the value at `x` and writes the gradient into `grad`. Infinite bounds
+/// (`f64::NEG_INFINITY` / `f64::INFINITY`) leave a side unbounded. `x` is first projected into
+/// the box; on return it holds the best point found. A non-finite value or gradient at a trial
+/// point is treated as `+∞` (the line search backs off); the returned point always has a finite
+/// value unless the starting point itself did not ([`Termination::NonFinite`]).
+///
+/// Errors on length mismatches, NaN bounds, `lower > upper`, a NaN in `x`, or invalid options.
+pub fn minimize<F: FnMut(&[f64], &mut [f64]) -> f64>(
+    f: F,
+    x: &mut [f64],
+    lower: &[f64],
+    upper: &[f64],
+    opts: &LbfgsbOptions,
+) -> Result<LbfgsbResult> {
+    let mut ws = LbfgsbWorkspace::new(x.len(), opts.memory);
+    minimize_with_workspace(f, x, lower, upper, opts, &mut ws)
+}
+
+/// [`minimize`] with caller-provided work arrays (no allocation).
+///
+/// Errors as [`minimize`], and also when `ws` was made for another dimension or memory size.
+pub fn minimize_with_workspace<F: FnMut(&[f64], &mut [f64]) -> f64>(
+    mut f: F,
+    x: &mut [f64],
+    lower: &[f64],
+    upper: &[f64],
+    opts: &LbfgsbOptions,
+    ws: &mut LbfgsbWorkspace,
+) -> Result<LbfgsbResult> {
+    opts.validate()?;
+    let n = x.len();
+    if lower.len() != n {
+        return Err(Error::dim("lbfgsb lower bounds", n, lower.len()));
+    }
+    if upper.len() != n {
+        return Err(Error::dim("lbfgsb upper bounds", n, upper.len()));
+    }
+    if ws.n != n {
+        return Err(Error::dim("lbfgsb workspace dimension", n, ws.n));
+    }
+    if ws.m != opts.memory {
+        return Err(Error::dim("lbfgsb workspace memory", opts.memory, ws.m));
+    }
+    for i in 0..n {
+        let (l, u) = (lower[i], upper[i]);
+        if l.is_nan() || u.is_nan() {
+            return Err(Error::invalid(
+                "lbfgsb bounds",
+                format!("NaN bound at index {i}"),
+            ));
+        }
+        if l > u {
+            return Err(Error::invalid(
+                "lbfgsb bounds",
+                format!("lower[{i}] = {l} > upper[{i}] = {u}"),
+            ));
+        }
+        if l == f64::INFINITY || u == f64::NEG_INFINITY {
+            return Err(Error::invalid(
+                "lbfgsb bounds",
+                format!("empty interval at index {i}"),
+            ));
+        }
+        if x[i].is_nan() {
+            return Err(Error::invalid("lbfgsb x0", format!("NaN at index {i}")));
+        }
+        if x[i].is_infinite() && !(l.is_finite() || u.is_finite()) {
+            return Err(Error::invalid(
+                "lbfgsb x0",
+                format!("infinite start at index {i} for an unbounded variable"),
+            ));
+        }
+        x[i] = x[i].clamp(l, u);
+        if !x[i].is_finite() {
+            // e.g. x = +inf with a finite lower bound only: start at that bound.
+            x[i] = if l.is_finite() { l } else { u };
+        }
+    }
+    let mut solver = Solver {
+        ws,
+        lower,
+        upper,
+        opts,
+        evals: 0,
+        k: 0,
+        theta: 1.0,
+    };
+    Ok(solver.run(&mut f, x))
+}
+
+struct Solver<'a> {
+    ws: &'a mut LbfgsbWorkspace,
+    lower: &'a [f64],
+    upper: &'a [f64],
+    opts: &'a LbfgsbOptions,
+    evals: usize,
+    /// Number of stored correction pairs.
+    k: usize,
+    theta: f64,
+}
+
+/// Evaluates `f` and maps a non-finite value or gradient to `+∞`.
+fn eval<F: FnMut(&[f64], &mut [f64]) -> f64>(f: &mut F, x: &[f64], g: &mut [f64]) -> f64 {
+    let v = f(x, g);
+    if v.is_finite() && g.iter().all(|gi| gi.is_finite()) {
+        v
+    } else {
+        f64::INFINITY
+    }
+}
+
+fn dot(a: &[f64], b: &[f64]) -> f64 {
+    a.iter().zip(b).map(|(x, y)| x * y).sum()
+}
+
+fn proj_grad_norm(x: &[f64], g: &[f64], l: &[f64], u: &[f64]) -> f64 {
+    let mut norm: f64 = 0.0;
+    for i in 0..x.len() {
+        let gi = g[i];
+        let pg = if gi < 0.0 {
+            (x[i] - u[i]).max(gi)
+        } else {
+            (x[i] - l[i]).min(gi)
+        };
+        norm = norm.max(pg.abs());
+    }
+    norm
+}
+
+enum LineSearch {
+    /// A step was accepted; the new point is in `xt`, `gt` with the given value.
+    Accepted(f64),
+    /// No acceptable point was found.
+    Failed,
+    /// The evaluation budget ran out; `Some(f)` if a decreasing point was accepted anyway.
+    Budget(Option<f64>),
+}
+
+impl Solver<'_> {
+    fn run<F: FnMut(&[f64], &mut [f64]) -> f64>(
+        &mut self,
+        f: &mut F,
+        x: &mut [f64],
+    ) -> LbfgsbResult {
+        let n = x.len();
+        let (l, u) = (self.lower, self.upper);
+        let mut fx = eval(f, x, &mut self.ws.g);
+        self.evals = 1;
+        let finish = |fx: f64, iters: usize, evals: usize, status, pg: f64| LbfgsbResult {
+            f: fx,
+            iterations: iters,
+            evaluations: evals,
+            status,
+            projected_gradient: pg,
+        };
+        if !fx.is_finite() {
+            return finish(fx, 0, 1, Termination::NonFinite, f64::NAN);
+        }
+        let mut pg = proj_grad_norm(x, &self.ws.g, l, u);
+        if pg <= self.opts.pgtol {
+            return finish(fx, 0, 1, Termination::ConvergedGradient, pg);
+        }
+        let constrained = (0..n).any(|i| l[i].is_finite() || u[i].is_finite());
+        let boxed = (0..n).all(|i| l[i].is_finite() && u[i].is_finite());
+        let mut iter = 0usize;
+        loop {
+            if iter >= self.opts.max_iter {
+                return finish(fx, iter, self.evals, Termination::MaxIter, pg);
+            }
+            if self.evals >= self.opts.max_evals {
+                return finish(fx, iter, self.evals, Termination::MaxEvals, pg);
+            }
+            // Search direction: Cauchy point, then subspace minimization.
+            if !constrained && self.k > 0 {
+                self.ws.xcp.copy_from_slice(x);
+                self.ws.c[..2 * self.k].fill(0.0);
+                self.ws.mc[..2 * self.k].fill(0.0);
+                for i in 0..n {
+                    self.ws.free[i] = i;
+                }
+                self.subspace(x, n);
+            } else {
+                let nf = self.cauchy(x);
+                if self.k > 0 && nf > 0 {
+                    self.subspace(x, nf);
+                }
+            }
+            let ws = &mut *self.ws;
+            for i in 0..n {
+                ws.dir[i] = ws.xcp[i] - x[i];
+            }
+            let gd = dot(&ws.g, &ws.dir);
+            if !(gd < 0.0) {
+                if self.k > 0 {
+                    self.reset_memory();
+                    continue;
+                }
+                return finish(fx, iter, self.evals, Termination::LineSearchFailed, pg);
+            }
+            // Largest feasible step along dir and the first trial step.
+            let stpmax = if !constrained {
+                1e10
+            } else if self.k == 0 {
+                1.0
+            } else {
+                let mut smax: f64 = 1e10;
+                for i in 0..n {
+                    let d = ws.dir[i];
+                    if d < 0.0 && l[i].is_finite() {
+                        smax = smax.min((l[i] - x[i]) / d);
+                    } else if d > 0.0 && u[i].is_finite() {
+                        smax = smax.min((u[i] - x[i]) / d);
+                    }
+                }
+                smax.max(0.0)
+            };
+            let dnorm = dot(&ws.dir, &ws.dir).sqrt();
+            let stp0 = if self.k == 0 && !boxed {
+                (1.0 / dnorm).min(stpmax)
+            } else {
+                1.0_f64.min(stpmax)
+            };
+            if !(stp0 > 0.0) {
+                if self.k > 0 {
+                    self.reset_memory();
+                    continue;
+                }
+                return finish(fx, iter, self.evals, Termination::LineSearchFailed, pg);
+            }
+            let outcome = self.line_search(f, x, fx, gd, stp0, stpmax);
+            let fnew = match outcome {
+                LineSearch::Accepted(v) => v,
+                LineSearch::Budget(Some(v)) => v,
+                LineSearch::Budget(None) => {
+                    return finish(fx, iter, self.evals, Termination::MaxEvals, pg);
+                }
+                LineSearch::Failed => {
+                    if self.k > 0 {
+                        self.reset_memory();
+                        continue;
+                    }
+                    return finish(fx, iter, self.evals, Termination::LineSearchFailed, pg);
+                }
+            };
+            // Accept the step: x_prev/g_prev keep the old point for the correction pair.
+            let ws = &mut *self.ws;
+            ws.x_prev.copy_from_slice(x);
+            ws.g_prev.copy_from_slice(&ws.g);
+            x.copy_from_slice(&ws.xt);
+            ws.g.copy_from_slice(&ws.gt);
+            let fold = fx;
+            fx = fnew;
+            iter += 1;
+            pg = proj_grad_norm(x, &ws.g, l, u);
+            if matches!(outcome, LineSearch::Budget(_)) {
+                return finish(fx, iter, self.evals, Termination::MaxEvals, pg);
+            }
+            if pg <= self.opts.pgtol {
+                return finish(fx, iter, self.evals, Termination::ConvergedGradient, pg);
+            }
+            let scale = fold.abs().max(fx.abs()).max(1.0);
+            if fold - fx <= self.opts.factr * EPS * scale {
+                return finish(
+                    fx,
+                    iter,
+                    self.evals,
+                    Termination::ConvergedRelativeReduction,
+                    pg,
+                );
+            }
+            self.update_memory(x);
+        }
+    }
+
+    fn reset_memory(&mut self) {
+        self.k = 0;
+        self.theta = 1.0;
+    }
+
+    /// Stores the pair `s = x − x_prev`, `y = g − g_prev` unless the curvature is too small.
+    fn update_memory(&mut self, x: &[f64]) {
+        let ws = &mut *self.ws;
+        let (n, m) = (ws.n, ws.m);
+        // Build s in xt and y in gt (both free after the step was accepted).
+        let mut sy = 0.0;
+        let mut yy = 0.0;
+        for i in 0..n {
+            let s = x[i] - ws.x_prev[i];
+            let y = ws.g[i] - ws.g_prev[i];
+            ws.xt[i] = s;
+            ws.gt[i] = y;
+            sy += s * y;
+            yy += y * y;
+        }
+        if !(sy > EPS * yy && sy.is_finite() && yy.is_finite()) {
+            return;
+        }
+        if self.k == m {
+            ws.s_mem.copy_within(n.., 0);
+            ws.y_mem.copy_within(n.., 0);
+            for i in 0..m - 1 {
+                for j in 0..m - 1 {
+                    ws.ss[i * m + j] = ws.ss[(i + 1) * m + j + 1];
+                    ws.sy[i * m + j] = ws.sy[(i + 1) * m + j + 1];
+                }
+            }
+            self.k -= 1;
+        }
+        let k = self.k;
+        ws.s_mem[k * n..(k + 1) * n].copy_from_slice(&ws.xt);
+        ws.y_mem[k * n..(k + 1) * n].copy_from_slice(&ws.gt);
+        for j in 0..=k {
+            let sj = &ws.s_mem[j * n..(j + 1) * n];
+            let yj = &ws.y_mem[j * n..(j + 1) * n];
+            let ssv = dot(&ws.xt, sj);
+            ws.ss[k * m + j] = ssv;
+            ws.ss[j * m + k] = ssv;
+            ws.sy[k * m + j] = dot(&ws.xt, yj);
+            ws.sy[j * m + k] = dot(sj, &ws.gt);
+        }
+        self.k = k + 1;
+        self.theta = yy / sy;
+        if !self.factor_middle() {
+            self.reset_memory();
+        }
+    }
+
+    /// Cholesky factor of `T = θ SᵀS + L D⁻¹ Lᵀ` into `tchol` (lower). False if not PD.
+    fn factor_middle(&mut self) -> bool {
+        let ws = &mut *self.ws;
+        let (m, k, theta) = (ws.m, self.k, self.theta);
+        for i in 0..k {
+            for j in 0..=i {
+                let mut t = theta * ws.ss[i * m + j];
+                for q in 0..j {
+                    t += ws.sy[i * m + q] * ws.sy[j * m + q] / ws.sy[q * m + q];
+                }
+                ws.tchol[i * m + j] = t;
+            }
+        }
+        for j in 0..k {
+            let mut d = ws.tchol[j * m + j];
+            for q in 0..j {
+                d -= ws.tchol[j * m + q] * ws.tchol[j * m + q];
+            }
+            if !(d > 0.0) || !d.is_finite() {
+                return false;
+            }
+            let d = d.sqrt();
+            ws.tchol[j * m + j] = d;
+            for i in j + 1..k {
+                let mut t = ws.tchol[i * m + j];
+                for q in 0..j {
+                    t -= ws.tchol[i * m + q] * ws.tchol[j * m + q];
+                }
+                ws.tchol[i * m + j] = t / d;
+            }
+        }
+        true
+    }
+
+    /// Generalized Cauchy point: fills `xcp`, `c = Wᵀ(xcp − x)`, `mc = M c`, the variable states
+    /// and the list of free variables; returns the number of free variables.
+    fn cauchy(&mut self, x: &[f64]) -> usize {
+        let k = self.k;
+        let theta = self.theta;
+        let (l, u) = (self.lower, self.upper);
+        let ws = &mut *self.ws;
+        let n = ws.n;
+        let mut nbrk = 0;
+        let mut fp = 0.0;
+        for i in 0..n {
+            let gi = ws.g[i];
+            ws.xcp[i] = x[i];
+            if l[i] == u[i] {
+                ws.state[i] = VarState::Fixed;
+                ws.brk[i] = 0.0;
+                ws.dcp[i] = 0.0;
+                continue;
+            }
+            let t = if gi < 0.0 {
+                if u[i].is_finite() {
+                    (x[i] - u[i]) / gi
+                } else {
+                    f64::INFINITY
+                }
+            } else if gi > 0.0 {
+                if l[i].is_finite() {
+                    (x[i] - l[i]) / gi
+                } else {
+                    f64::INFINITY
+                }
+            } else {
+                f64::INFINITY
+            };
+            if t <= 0.0 {
+                ws.state[i] = VarState::AtBound;
+                ws.brk[i] = 0.0;
+                ws.dcp[i] = 0.0;
+            } else {
+                ws.state[i] = VarState::Free;
+                ws.brk[i] = t;
+                ws.dcp[i] = -gi;
+                fp -= gi * gi;
+                if t.is_finite() {
+                    ws.order[nbrk] = i;
+                    nbrk += 1;
+                }
+            }
+        }
+        let k2 = 2 * k;
+        // p = Wᵀ d, c = 0.
+        for j in 0..k {
+            let yj = &ws.y_mem[j * n..(j + 1) * n];
+            let sj = &ws.s_mem[j * n..(j + 1) * n];
+            ws.p[j] = dot(yj, &ws.dcp);
+            ws.p[k + j] = theta * dot(sj, &ws.dcp);
+        }
+        ws.c[..k2].fill(0.0);
+        ws.mc[..k2].fill(0.0);
+        if fp < 0.0 {
+            apply_m(&ws.tchol, &ws.sy, ws.m, k, &ws.p[..k2], &mut ws.mp[..k2]);
+            let mut fpp = -theta * fp - dot(&ws.p[..k2], &ws.mp[..k2]);
+            if !(fpp > 0.0) {
+                fpp = -theta * fp;
+            }
+            let fpp0 = fpp;
+            let mut dtmin = -fp / fpp;
+            let mut told = 0.0;
+            {
+                let brk = &ws.brk;
+                ws.order[..nbrk]
+                    .sort_unstable_by(|&a, &b| brk[a].total_cmp(&brk[b]).then(a.cmp(&b)));
+            }
+            for idx in 0..nbrk {
+                let b = ws.order[idx];
+                let tb = ws.brk[b];
+                let dt = tb - told;
+                if dtmin < dt {
+                    break;
+                }
+                let xb = if ws.dcp[b] > 0.0 { u[b] } else { l[b] };
+                let zb = xb - x[b];
+                ws.xcp[b] = xb;
+                let gb = ws.g[b];
+                for j in 0..k2 {
+                    ws.c[j] += dt * ws.p[j];
+                    ws.mc[j] += dt * ws.mp[j];
+                }
+                if k > 0 {
+                    for j in 0..k {
+                        ws.wb[j] = ws.y_mem[j * n + b];
+                        ws.wb[k + j] = theta * ws.s_mem[j * n + b];
+                    }
+                    apply_m(&ws.tchol, &ws.sy, ws.m, k, &ws.wb[..k2], &mut ws.mwb[..k2]);
+                }
+                let wmc = dot(&ws.wb[..k2], &ws.mc[..k2]);
+                let wmp = dot(&ws.wb[..k2], &ws.mp[..k2]);
+                let wmw = dot(&ws.wb[..k2], &ws.mwb[..k2]);
+                fp += dt * fpp + gb * gb + theta * gb * zb - gb * wmc;
+                fpp -= theta * gb * gb + 2.0 * gb * wmp + gb * gb * wmw;
+                fpp = fpp.max(EPS * fpp0);
+                for j in 0..k2 {
+                    ws.p[j] += gb * ws.wb[j];
+                    ws.mp[j] += gb * ws.mwb[j];
+                }
+                ws.dcp[b] = 0.0;
+                ws.state[b] = VarState::AtBound;
+                told = tb;
+                if fp >= 0.0 {
+                    dtmin = 0.0;
+                    break;
+                }
+                dtmin = -fp / fpp;
+            }
+            let dtmin = dtmin.max(0.0);
+            let tf = told + dtmin;
+            for i in 0..n {
+                if ws.state[i] == VarState::Free && ws.dcp[i] != 0.0 {
+                    ws.xcp[i] = (x[i] + tf * ws.dcp[i]).clamp(l[i], u[i]);
+                }
+            }
+            for j in 0..k2 {
+                ws.c[j] += dtmin * ws.p[j];
+                ws.mc[j] += dtmin * ws.mp[j];
+            }
+        }
+        let mut nf = 0;
+        for i in 0..n {
+            if ws.state[i] == VarState::Free {
+                ws.free[nf] = i;
+                nf += 1;
+            }
+        }
+        nf
+    }
+
+    /// Minimizes the model over the free variables (`free[..nf]`) starting from the Cauchy point
+    /// and overwrites `xcp` with the result (projected, or truncated if projection does not give
+    /// a descent direction).
+    fn subspace(&mut self, x: &[f64], nf: usize) {
+        let k = self.k;
+        let k2 = 2 * k;
+        let theta = self.theta;
+        let (l, u) = (self.lower, self.upper);
+        let ws = &mut *self.ws;
+        let n = ws.n;
+        // Reduced gradient r = Zᵀ(g + θ(xcp − x) − W M c), stored by position in `du`.
+        // Also v2 = Aᵀ r and ata = AᵀA with A = Zᵀ W (stride k2).
+        ws.v2[..k2].fill(0.0);
+        ws.ata[..k2 * k2].fill(0.0);
+        for pos in 0..nf {
+            let i = ws.free[pos];
+            for j in 0..k {
+                ws.wb[j] = ws.y_mem[j * n + i];
+                ws.wb[k + j] = theta * ws.s_mem[j * n + i];
+            }
+            let r = ws.g[i] + theta * (ws.xcp[i] - x[i]) - dot(&ws.wb[..k2], &ws.mc[..k2]);
+            ws.du[pos] = r;
+            for a in 0..k2 {
+                let wa = ws.wb[a];
+                ws.v2[a] += wa * r;
+                for b in a..k2 {
+                    ws.ata[a * k2 + b] += wa * ws.wb[b];
+                }
+            }
+        }
+        for a in 0..k2 {
+            for b in 0..a {
+                ws.ata[a * k2 + b] = ws.ata[b * k2 + a];
+            }
+        }
+        // q2 = M v2; nmat = I − (1/θ) M AᵀA (column j from M · (AᵀA)_j, symmetric AᵀA).
+        apply_m(&ws.tchol, &ws.sy, ws.m, k, &ws.v2[..k2], &mut ws.q2[..k2]);
+        for j in 0..k2 {
+            apply_m(
+                &ws.tchol,
+                &ws.sy,
+                ws.m,
+                k,
+                &ws.ata[j * k2..(j + 1) * k2],
+                &mut ws.mwb[..k2],
+            );
+            for r in 0..k2 {
+                let delta = if r == j { 1.0 } else { 0.0 };
+                ws.nmat[r * k2 + j] = delta - ws.mwb[r] / theta;
+            }
+        }
+        if !lu_solve(&mut ws.nmat[..k2 * k2], k2, &mut ws.q2[..k2]) {
+            return; // keep the Cauchy point
+        }
+        // du = −r/θ − (1/θ²) A q
+        let mut dd = 0.0;
+        for i in 0..n {
+            if ws.state[i] != VarState::Free {
+                dd += (ws.xcp[i] - x[i]) * ws.g[i];
+            }
+        }
+        let mut dd_proj = dd;
+        let mut finite = true;
+        for pos in 0..nf {
+            let i = ws.free[pos];
+            let mut wq = 0.0;
+            for j in 0..k {
+                wq += ws.y_mem[j * n + i] * ws.q2[j] + theta * ws.s_mem[j * n + i] * ws.q2[k + j];
+            }
+            let d = -ws.du[pos] / theta - wq / (theta * theta);
+            finite &= d.is_finite();
+            ws.du[pos] = d;
+            let xb = (ws.xcp[i] + d).clamp(l[i], u[i]);
+            dd_proj += (xb - x[i]) * ws.g[i];
+        }
+        if !finite {
+            return;
+        }
+        if dd_proj < 0.0 {
+            for pos in 0..nf {
+                let i = ws.free[pos];
+                ws.xcp[i] = (ws.xcp[i] + ws.du[pos]).clamp(l[i], u[i]);
+            }
+        } else {
+            let mut alpha: f64 = 1.0;
+            for pos in 0..nf {
+                let i = ws.free[pos];
+                let d = ws.du[pos];
+                if d > 0.0 && u[i].is_finite() {
+                    alpha = alpha.min((u[i] - ws.xcp[i]) / d);
+                } else if d < 0.0 && l[i].is_finite() {
+                    alpha = alpha.min((l[i] - ws.xcp[i]) / d);
+                }
+            }
+            let alpha = alpha.max(0.0);
+            for pos in 0..nf {
+                let i = ws.free[pos];
+                ws.xcp[i] = (ws.xcp[i] + alpha * ws.du[pos]).clamp(l[i], u[i]);
+            }
+        }
+    }
+
+    /// Moré–Thuente line search from `x` along `dir`. On success the new point and gradient are
+    /// in `xt`, `gt`.
+    fn line_search<F: FnMut(&[f64], &mut [f64]) -> f64>(
+        &mut self,
+        f: &mut F,
+        x: &[f64],
+        f0: f64,
+        g0d: f64,
+        stp0: f64,
+        stpmax: f64,
+    ) -> LineSearch {
+        let (l, u) = (self.lower, self.upper);
+        let opts = self.opts;
+        let n = x.len();
+        let gtest = opts.ftol * g0d;
+        let mut st = MtState {
+            stx: 0.0,
+            fx: f0,
+            gx: g0d,
+            sty: 0.0,
+            fy: f0,
+            gy: g0d,
+            brackt: false,
+            stage1: true,
+            width: stpmax,
+            width1: 2.0 * stpmax,
+            stmin: 0.0,
+            stmax: stp0 + 4.0 * stp0,
+        };
+        let mut stp = stp0;
+        let mut stpmax_eff = stpmax;
+        let mut best_f = f0;
+        let mut nls = 0;
+        loop {
+            if self.evals >= opts.max_evals {
+                return match self.take_best(best_f, f0) {
+                    LineSearch::Accepted(v) => LineSearch::Budget(Some(v)),
+                    _ => LineSearch::Budget(None),
+                };
+            }
+            if nls >= opts.max_line_search {
+                return self.take_best(best_f, f0);
+            }
+            let ws = &mut *self.ws;
+            for i in 0..n {
+                ws.xt[i] = (x[i] + stp * ws.dir[i]).clamp(l[i], u[i]);
+            }
+            let ft = eval(f, &ws.xt, &mut ws.gt);
+            self.evals += 1;
+            nls += 1;
+            if !ft.is_finite() {
+                // Back off towards the best step; never go past this point again.
+                let next = st.stx + 0.5 * (stp - st.stx);
+                if !(next > st.stx && next < stp) {
+                    return self.take_best(best_f, f0);
+                }
+                stpmax_eff = next;
+                stp = next;
+                continue;
+            }
+            let gdt = dot(&ws.gt, &ws.dir);
+            if ft < best_f {
+                best_f = ft;
+                ws.xbest.copy_from_slice(&ws.xt);
+                ws.gbest.copy_from_slice(&ws.gt);
+            }
+            let ftest = f0 + stp * gtest;
+            if st.stage1 && ft <= ftest && gdt >= 0.0 {
+                st.stage1 = false;
+            }
+            if ft <= ftest && gdt.abs() <= opts.gtol * (-g0d) {
+                return LineSearch::Accepted(ft);
+            }
+            if stp >= stpmax_eff && ft <= ftest && gdt <= gtest {
+                return LineSearch::Accepted(ft);
+            }
+            if st.brackt && (stp <= st.stmin || stp >= st.stmax) {
+                return self.take_best(best_f, f0);
+            }
+            if st.brackt && st.stmax - st.stmin <= opts.xtol * st.stmax {
+                return self.take_best(best_f, f0);
+            }
+            let (smin, smax) = (st.stmin, st.stmax);
+            if st.stage1 && ft <= st.fx && ft > ftest {
+                let mut fxm = st.fx - st.stx * gtest;
+                let mut fym = st.fy - st.sty * gtest;
+                let mut gxm = st.gx - gtest;
+                let mut gym = st.gy - gtest;
+                let fm = ft - stp * gtest;
+                let gm = gdt - gtest;
+                dcstep(
+                    &mut st.stx,
+                    &mut fxm,
+                    &mut gxm,
+                    &mut st.sty,
+                    &mut fym,
+                    &mut gym,
+                    &mut stp,
+                    fm,
+                    gm,
+                    &mut st.brackt,
+                    smin,
+                    smax,
+                );
+                st.fx = fxm + st.stx * gtest;
+                st.fy = fym + st.sty * gtest;
+                st.gx = gxm + gtest;
+                st.gy = gym + gtest;
+            } else {
+                dcstep(
+                    &mut st.stx,
+                    &mut st.fx,
+                    &mut st.gx,
+                    &mut st.sty,
+                    &mut st.fy,
+                    &mut st.gy,
+                    &mut stp,
+                    ft,
+                    gdt,
+                    &mut st.brackt,
+                    smin,
+                    smax,
+                );
+            }
+            if st.brackt {
+                if (st.sty - st.stx).abs() >= 0.66 * st.width1 {
+                    stp = st.stx + 0.5 * (st.sty - st.stx);
+                }
+                st.width1 = st.width;
+                st.width = (st.sty - st.stx).abs();
+                st.stmin = st.stx.min(st.sty);
+                st.stmax = st.stx.max(st.sty);
+            } else {
+                st.stmin = stp + 1.1 * (stp - st.stx);
+                st.stmax = stp + 4.0 * (stp - st.stx);
+            }
+            stp = stp.clamp(0.0, stpmax_eff);
+            let interval_done =
+                stp <= st.stmin || stp >= st.stmax || st.stmax - st.stmin <= opts.xtol * st.stmax;
+            if (st.brackt && interval_done) || !(stp > 0.0) {
+                // The next trial would be the best step so far, which is already known.
+                return self.take_best(best_f, f0);
+            }
+        }
+    }
+
+    /// Ends a line search that did not converge: accept the best trial if it decreased `f`.
+    fn take_best(&mut self, best_f: f64, f0: f64) -> LineSearch {
+        if best_f < f0 {
+            let ws = &mut *self.ws;
+            ws.xt.copy_from_slice(&ws.xbest);
+            ws.gt.copy_from_slice(&ws.gbest);
+            LineSearch::Accepted(best_f)
+        } else {
+            LineSearch::Failed
+        }
+    }
+}
+
+struct MtState {
+    stx: f64,
+    fx: f64,
+    gx: f64,
+    sty: f64,
+    fy: f64,
+    gy: f64,
+    brackt: bool,
+    stage1: bool,
+    width: f64,
+    width1: f64,
+    stmin: f64,
+    stmax: f64,
+}
+
+/// Safeguarded step of Moré & Thuente (1994): updates the interval of uncertainty
+/// `(stx, sty)` with the trial `(stp, fp, dp)` and computes the next trial step.
+#[allow(clippy::too_many_arguments)]
+fn dcstep(
+    stx: &mut f64,
+    fx: &mut f64,
+    dx: &mut f64,
+    sty: &mut f64,
+    fy: &mut f64,
+    dy: &mut f64,
+    stp: &mut f64,
+    fp: f64,
+    dp: f64,
+    brackt: &mut bool,
+    stpmin: f64,
+    stpmax: f64,
+) {
+    let (sx, sp) = (*stx, *stp);
+    let sgnd = dp * dx.signum();
+    let cubic_gamma = |theta: f64, a: f64, b: f64| {
+        let s = theta.abs().max(a.abs()).max(b.abs());
+        if s == 0.0 {
+            0.0
+        } else {
+            s * ((theta / s) * (theta / s) - (a / s) * (b / s))
+                .max(0.0)
+                .sqrt()
+        }
+    };
+    let mut stpf;
+    if fp > *fx {
+        // Case 1: higher value, the minimum is bracketed.
+        let theta = 3.0 * (*fx - fp) / (sp - sx) + *dx + dp;
+        let mut gamma = cubic_gamma(theta, *dx, dp);
+        if sp < sx {
+            gamma = -gamma;
+        }
+        let p = (gamma - *dx) + theta;
+        let q = ((gamma - *dx) + gamma) + dp;
+        let r = p / q;
+        let stpc = sx + r * (sp - sx);
+        let stpq = sx + ((*dx / ((*fx - fp) / (sp - sx) + *dx)) / 2.0) * (sp - sx);
+        stpf = if (stpc - sx).abs() < (stpq - sx).abs() {
+            stpc
+        } else {
+            stpc + (stpq - stpc) / 2.0
+        };
+        *brackt = true;
+    } else if sgnd < 0.0 {
+        // Case 2: derivatives of opposite sign, the minimum is bracketed.
+        let theta = 3.0 * (*fx - fp) / (sp - sx) + *dx + dp;
+        let mut gamma = cubic_gamma(theta, *dx, dp);
+        if sp > sx {
+            gamma = -gamma;
+        }
+        let p = (gamma - dp) + theta;
+        let q = ((gamma - dp) + gamma) + *dx;
+        let r = p / q;
+        let stpc = sp + r * (sx - sp);
+        let stpq = sp + (dp / (dp - *dx)) * (sx - sp);
+        stpf = if (stpc - sp).abs() > (stpq - sp).abs() {
+            stpc
+        } else {
+            stpq
+        };
+        *brackt = true;
+    } else if dp.abs() < dx.abs() {
+        // Case 3: same sign, the derivative decreases in magnitude.
+        let theta = 3.0 * (*fx - fp) / (sp - sx) + *dx + dp;
+        let mut gamma = cubic_gamma(theta, *dx, dp);
+        if sp > sx {
+            gamma = -gamma;
+        }
+        let p = (gamma - dp) + theta;
+        let q = (gamma + (*dx - dp)) + gamma;
+        let r = p / q;
+        let stpc = if r < 0.0 && gamma != 0.0 {
+            sp + r * (sx - sp)
+        } else if sp > sx {
+            stpmax
+        } else {
+            stpmin
+        };
+        let stpq = sp + (dp / (dp - *dx)) * (sx - sp);
+        if *brackt {
+            stpf = if (stpc - sp).abs() < (stpq - sp).abs() {
+                stpc
+            } else {
+                stpq
+            };
+            let lim = sp + 0.66 * (*sty - sp);
+            stpf = if sp > sx {
+                stpf.min(lim)
+            } else {
+                stpf.max(lim)
+            };
+        } else {
+            stpf = if (stpc - sp).abs() > (stpq - sp).abs() {
+                stpc
+            } else {
+                stpq
+            };
+            stpf = stpf.min(stpmax).max(stpmin);
+        }
+    } else {
+        // Case 4: same sign, the derivative does not decrease in magnitude.
+        if *brackt {
+            let theta = 3.0 * (fp - *fy) / (*sty - sp) + *dy + dp;
+            let mut gamma = cubic_gamma(theta, *dy, dp);
+            if sp > *sty {
+                gamma = -gamma;
+            }
+            let p = (gamma - dp) + theta;
+            let q = ((gamma - dp) + gamma) + *dy;
+            let r = p / q;
+            stpf = sp + r * (*sty - sp);
+        } else if sp > sx {
+            stpf = stpmax;
+        } else {
+            stpf = stpmin;
+        }
+    }
+    if !stpf.is_finite() {
+        stpf = if *brackt { 0.5 * (sx + sp) } else { stpmax };
+    }
+    // Update the interval of uncertainty.
+    if fp > *fx {
+        *sty = sp;
+        *fy = fp;
+        *dy = dp;
+    } else {
+        if sgnd < 0.0 {
+            *sty = sx;
+            *fy = *fx;
+            *dy = *dx;
+        }
+        *stx = sp;
+        *fx = fp;
+        *dx = dp;
+    }
+    *stp = stpf;
+}
+
+/// `out = M v` for the compact middle matrix `M = [[−D, Lᵀ], [L, θSᵀS]]⁻¹` of `k` pairs, using
+/// the Cholesky factor of `θSᵀS + L D⁻¹ Lᵀ` in `tchol` and `sy = SᵀY` (both stride `m`).
+fn apply_m(tchol: &[f64], sy: &[f64], m: usize, k: usize, v: &[f64], out: &mut [f64]) {
+    if k == 0 {
+        return;
+    }
+    let (v1, v2) = v.split_at(k);
+    let (a, b) = out.split_at_mut(k);
+    // rhs = v2 + L D⁻¹ v1, then forward and backward substitution with the Cholesky factor.
+    for i in 0..k {
+        let mut t = v2[i];
+        for j in 0..i {
+            t += sy[i * m + j] * v1[j] / sy[j * m + j];
+        }
+        for j in 0..i {
+            t -= tchol[i * m + j] * b[j];
+        }
+        b[i] = t / tchol[i * m + i];
+    }
+    for i in (0..k).rev() {
+        let mut t = b[i];
+        for j in i + 1..k {
+            t -= tchol[j * m + i] * b[j];
+        }
+        b[i] = t / tchol[i * m + i];
+    }
+    // a = D⁻¹ (Lᵀ b − v1)
+    for j in 0..k {
+        let mut t = -v1[j];
+        for i in j + 1..k {
+            t += sy[i * m + j] * b[i];
+        }
+        a[j] = t / sy[j * m + j];
+    }
+}
+
+/// Solves `A z = b` in place (`A` is `n×n` row-major, overwritten) by Gaussian elimination with
+/// partial pivoting. Returns false if `A` is numerically singular.
+fn lu_solve(a: &mut [f64], n: usize, b: &mut [f64]) -> bool {
+    let scale = a.iter().fold(0.0_f64, |s, v| s.max(v.abs()));
+    if !(scale > 0.0) || !scale.is_finite() {
+        return false;
+    }
+    for col in 0..n {
+        let mut piv = col;
+        let mut best = a[col * n + col].abs();
+        for r in col + 1..n {
+            let v = a[r * n + col].abs();
+            if v > best {
+                best = v;
+                piv = r;
+            }
+        }
+        if !(best > 1e-13 * scale) {
+            return false;
+        }
+        if piv != col {
+            for j in 0..n {
+                a.swap(col * n + j, piv * n + j);
+            }
+            b.swap(col, piv);
+        }
+        let d = a[col * n + col];
+        for r in col + 1..n {
+            let fct = a[r * n + col] / d;
+            if fct != 0.0 {
+                for j in col..n {
+                    a[r * n + j] -= fct * a[col * n + j];
+                }
+                b[r] -= fct * b[col];
+            }
+        }
+    }
+    for r in (0..n).rev() {
+        let mut t = b[r];
+        for j in r + 1..n {
+            t -= a[r * n + j] * b[j];
+        }
+        b[r] = t / a[r * n + r];
+    }
+    b.iter().all(|v| v.is_finite())
+}
