@@ -14,6 +14,16 @@
 //! | [`erfcx`] | `exp(x²)·erfc(x)` |
 //! | [`h`], [`log_h`], [`dlog_h`] | `h(z) = φ(z) + z·Φ(z)`, `log h`, `Φ/h` |
 //! | [`log1mexp`], [`log1pexp`] | `log(1 − eˣ)`, `log(1 + eˣ)` |
+//!
+//! # Accuracy
+//!
+//! Measured against 50-digit mpmath values (`tests/normal_reference.rs`, ~2300 points), as max
+//! relative error where the exact value is a normal `f64`: `log_norm_cdf` on `[−1e6, 40]`,
+//! `norm_cdf`, `norm_pdf`, `erfcx` on `[−26, 1e300]`, `log_h` on `[−1e6, 40]`, `log1mexp`,
+//! `log1pexp` all ≤ 6e-16. `h` and `dlog_h` are ≤ 6e-16 for `z ≥ −1` and ≤ 2.1e-14 on
+//! `[−10, −1)`, where `1 − x·R(x)` loses a factor ≈ z² to cancellation. `log_h` does not feel
+//! it: the same error is absolute in `log h` and `|log h| ≈ z²/2` there. Beyond `z = −10` a
+//! continued fraction restores ≈1e-16.
 
 mod logexp;
 mod normal;
