@@ -70,7 +70,8 @@ impl Default for LbfgsbOptions {
 }
 
 impl LbfgsbOptions {
-    fn validate(&self) -> Result<()> {
+    /// Checks the options; [`minimize`] does this itself.
+    pub fn validate(&self) -> Result<()> {
         if self.memory == 0 {
             return Err(Error::invalid(
                 "LbfgsbOptions::memory",

@@ -1,10 +1,20 @@
 //! Bounded optimization: L-BFGS-B, scrambled Sobol points, multi-start maximization.
+//!
+//! - [`lbfgsb`]: bound-constrained L-BFGS-B (minimization), allocation-free with a reusable
+//!   workspace.
+//! - [`sobol`]: Owen-scrambled Sobol points in `[0,1)^d` (`f64`, up to 1024 dimensions).
+//! - [`multistart`]: BoTorch-style multi-start maximization of an [`Objective`] on a box, with
+//!   deterministic parallel restarts.
 
 pub mod lbfgsb;
+pub mod multistart;
 pub mod sobol;
 mod sobol_directions;
 
 pub use lbfgsb::{
     LbfgsbOptions, LbfgsbResult, LbfgsbWorkspace, Termination, minimize, minimize_with_workspace,
+};
+pub use multistart::{
+    MultiStartOptions, MultiStartResult, Objective, boltzmann_select, maximize, maximize_discrete,
 };
 pub use sobol::{Sobol, scrambled_sobol};
