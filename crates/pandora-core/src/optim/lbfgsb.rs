@@ -588,11 +588,15 @@ impl Solver<'_> {
     fn factor_middle(&mut self) -> bool {
         let ws = &mut *self.ws;
         let (m, k, theta) = (ws.m, self.k, self.theta);
+        // ws.p is free scratch here (the Cauchy step recomputes it): 1/D.
+        for q in 0..k {
+            ws.p[q] = 1.0 / ws.sy[q * m + q];
+        }
         for i in 0..k {
             for j in 0..=i {
                 let mut t = theta * ws.ss[i * m + j];
                 for q in 0..j {
-                    t += ws.sy[i * m + q] * ws.sy[j * m + q] / ws.sy[q * m + q];
+                    t += ws.sy[i * m + q] * ws.sy[j * m + q] * ws.p[q];
                 }
                 ws.tchol[i * m + j] = t;
             }
@@ -1181,11 +1185,15 @@ fn apply_m(tchol: &[f64], sy: &[f64], m: usize, k: usize, v: &[f64], out: &mut [
     }
     let (v1, v2) = v.split_at(k);
     let (a, b) = out.split_at_mut(k);
+    // a holds D⁻¹ v1 until the end (one division per entry, none in the inner loops).
+    for j in 0..k {
+        a[j] = v1[j] / sy[j * m + j];
+    }
     // rhs = v2 + L D⁻¹ v1, then forward and backward substitution with the Cholesky factor.
     for i in 0..k {
         let mut t = v2[i];
         for j in 0..i {
-            t += sy[i * m + j] * v1[j] / sy[j * m + j];
+            t += sy[i * m + j] * a[j];
         }
         for j in 0..i {
             t -= tchol[i * m + j] * b[j];
@@ -1199,13 +1207,13 @@ fn apply_m(tchol: &[f64], sy: &[f64], m: usize, k: usize, v: &[f64], out: &mut [
         }
         b[i] = t / tchol[i * m + i];
     }
-    // a = D⁻¹ (Lᵀ b − v1)
+    // a = D⁻¹ (Lᵀ b − v1) = D⁻¹ Lᵀ b − D⁻¹ v1
     for j in 0..k {
-        let mut t = -v1[j];
+        let mut t = 0.0;
         for i in j + 1..k {
             t += sy[i * m + j] * b[i];
         }
-        a[j] = t / sy[j * m + j];
+        a[j] = t / sy[j * m + j] - a[j];
     }
 }
 
