@@ -630,3 +630,94 @@ fn iteration_counts_track_scipy() {
         assert!((r.f - f).abs() <= 1e-10 * f.abs().max(1e-2), "{r:?} vs {f}");
     }
 }
+
+#[test]
+fn sixty_four_dims_with_many_active_bounds() {
+    // Σ wᵢ (xᵢ − cᵢ)² + 0.1 Σ xᵢ xᵢ₊₁ on [0,1]^64, with cᵢ spread over [−1, 2].
+    let n = 64;
+    let c: Vec<f64> = (0..n)
+        .map(|i| -1.0 + 3.0 * ((i * 37) % n) as f64 / n as f64)
+        .collect();
+    let w: Vec<f64> = (0..n).map(|i| 1.0 + (i % 5) as f64).collect();
+    let f = |x: &[f64], g: &mut [f64]| {
+        let mut v = 0.0;
+        for i in 0..n {
+            v += w[i] * (x[i] - c[i]).powi(2);
+            g[i] = 2.0 * w[i] * (x[i] - c[i]);
+        }
+        for i in 0..n - 1 {
+            v += 0.1 * x[i] * x[i + 1];
+            g[i] += 0.1 * x[i + 1];
+            g[i + 1] += 0.1 * x[i];
+        }
+        v
+    };
+    let l = vec![0.0; n];
+    let u = vec![1.0; n];
+    let opts = LbfgsbOptions {
+        pgtol: 1e-9,
+        factr: 10.0,
+        ..Default::default()
+    };
+    for memory in [1, 3, 10, 20] {
+        let mut x = vec![0.5; n];
+        let r = minimize(
+            f,
+            &mut x,
+            &l,
+            &u,
+            &LbfgsbOptions {
+                memory,
+                ..opts.clone()
+            },
+        )
+        .unwrap();
+        let mut g = vec![0.0; n];
+        f(&x, &mut g);
+        assert_kkt(&x, &g, &l, &u, 1e-6);
+        let active = (0..n).filter(|&i| x[i] == 0.0 || x[i] == 1.0).count();
+        assert!(active > 20, "only {active} active bounds");
+        assert!(r.iterations < 100, "memory {memory}: {r:?}");
+    }
+}
+
+#[test]
+fn small_memory_still_solves_rosenbrock() {
+    let (l, u) = unbounded(6);
+    for memory in [1, 2, 5] {
+        let mut x = vec![-1.2, 1.0, -1.2, 1.0, -1.2, 1.0];
+        let o = LbfgsbOptions {
+            memory,
+            max_iter: 2000,
+            max_evals: 5000,
+            factr: 10.0,
+            ..Default::default()
+        };
+        let r = minimize(rosenbrock, &mut x, &l, &u, &o).unwrap();
+        assert!(r.f < 1e-7, "memory {memory}: {r:?}");
+    }
+}
+
+#[test]
+fn nan_gradient_with_finite_value_is_rejected() {
+    // Finite values everywhere but a NaN gradient for x0 > 1: the solver must not step there.
+    let mut x = vec![-1.0, 0.0];
+    let r = minimize(
+        |x, g| {
+            g[0] = if x[0] > 1.0 {
+                f64::NAN
+            } else {
+                2.0 * (x[0] - 3.0)
+            };
+            g[1] = 2.0 * x[1];
+            (x[0] - 3.0).powi(2) + x[1] * x[1]
+        },
+        &mut x,
+        &[f64::NEG_INFINITY; 2],
+        &[f64::INFINITY; 2],
+        &LbfgsbOptions::default(),
+    )
+    .unwrap();
+    assert!(x[0] <= 1.0, "{x:?}");
+    assert!(r.f.is_finite() && r.f < 16.0, "{r:?}");
+}

@@ -588,11 +588,15 @@ impl Solver<'_> {
     fn factor_middle(&mut self) -> bool {
         let ws = &mut *self.ws;
         let (m, k, theta) = (ws.m, self.k, self.theta);
+        // ws.p is free scratch here (the Cauchy step recomputes it): 1/D.
+        for q in 0..k {
+            ws.p[q] = 1.0 / ws.sy[q * m + q];
+        }
         for i in 0..k {
             for j in 0..=i {
                 let mut t = theta * ws.ss[i * m + j];
                 for q in 0..j {
-                    t += ws.sy[i * m + q] * ws.sy[j * m + q] / ws.sy[q * m + q];
+                    t += ws.sy[i * m + q] * ws.sy[j * m + q] * ws.p[q];
                 }
                 ws.tchol[i * m + j] = t;
             }
@@ -1181,11 +1185,15 @@ fn apply_m(tchol: &[f64], sy: &[f64], m: usize, k: usize, v: &[f64], out: &mut [
     }
     let (v1, v2) = v.split_at(k);
     let (a, b) = out.split_at_mut(k);
+    // a holds D⁻¹ v1 until the end (one division per entry, none in the inner loops).
+    for j in 0..k {
+        a[j] = v1[j] / sy[j * m + j];
+    }
     // rhs = v2 + L D⁻¹ v1, then forward and backward substitution with the Cholesky factor.
     for i in 0..k {
         let mut t = v2[i];
         for j in 0..i {
-            t += sy[i * m + j] * v1[j] / sy[j * m + j];
+            t += sy[i * m + j] * a[j];
         }
         for j in 0..i {
             t -= tchol[i * m + j] * b[j];
@@ -1199,13 +1207,13 @@ fn apply_m(tchol: &[f64], sy: &[f64], m: usize, k: usize, v: &[f64], out: &mut [
         }
         b[i] = t / tchol[i * m + i];
     }
-    // a = D⁻¹ (Lᵀ b − v1)
+    // a = D⁻¹ (Lᵀ b − v1) = D⁻¹ Lᵀ b − D⁻¹ v1
     for j in 0..k {
-        let mut t = -v1[j];
+        let mut t = 0.0;
         for i in j + 1..k {
             t += sy[i * m + j] * b[i];
         }
-        a[j] = t / sy[j * m + j];
+        a[j] = t / sy[j * m + j] - a[j];
     }
 }
 
@@ -1254,4 +1262,115 @@ fn lu_solve(a: &mut [f64], n: usize, b: &mut [f64]) -> bool {
         b[r] = t / a[r * n + r];
     }
     b.iter().all(|v| v.is_finite())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `apply_m` must invert the compact middle matrix `K = [[−D, Lᵀ], [L, θSᵀS]]`.
+    #[test]
+    fn apply_m_inverts_the_middle_matrix() {
+        let (n, m) = (5, 4);
+        let mut ws = LbfgsbWorkspace::new(n, m);
+        let lower = vec![f64::NEG_INFINITY; n];
+        let upper = vec![f64::INFINITY; n];
+        let opts = LbfgsbOptions {
+            memory: m,
+            ..Default::default()
+        };
+        let mut solver = Solver {
+            ws: &mut ws,
+            lower: &lower,
+            upper: &upper,
+            opts: &opts,
+            evals: 0,
+            k: 0,
+            theta: 1.0,
+        };
+        // Feed six pairs (two of them push out old ones) from a convex quadratic so s·y > 0.
+        let hess = |v: &[f64], out: &mut [f64]| {
+            for i in 0..n {
+                out[i] = (2.0 + i as f64) * v[i] + 0.3 * v[(i + 1) % n] + 0.3 * v[(i + n - 1) % n];
+            }
+        };
+        let mut x = vec![0.0; n];
+        let mut g = vec![0.0; n];
+        for step in 0..6 {
+            solver.ws.x_prev.copy_from_slice(&x);
+            solver.ws.g_prev.copy_from_slice(&g);
+            for i in 0..n {
+                x[i] += ((step * 7 + i * 3) % 5) as f64 * 0.1 - 0.2
+                    + if i == step % n { 0.5 } else { 0.0 };
+            }
+            hess(&x, &mut g);
+            solver.ws.g.copy_from_slice(&g);
+            solver.update_memory(&x);
+        }
+        let k = solver.k;
+        assert_eq!(k, m);
+        let theta = solver.theta;
+        let ws = &*solver.ws;
+        // Dense K.
+        let k2 = 2 * k;
+        let mut kmat = vec![0.0; k2 * k2];
+        for i in 0..k {
+            for j in 0..k {
+                let sy = ws.sy[i * m + j];
+                if i == j {
+                    kmat[i * k2 + j] = -sy;
+                }
+                if i > j {
+                    kmat[(k + i) * k2 + j] = sy; // L block (lower left)
+                    kmat[j * k2 + k + i] = sy; // Lᵀ block (upper right)
+                }
+                kmat[(k + i) * k2 + k + j] = theta * ws.ss[i * m + j];
+            }
+        }
+        let mut e = vec![0.0; k2];
+        let mut col = vec![0.0; k2];
+        for j in 0..k2 {
+            e.fill(0.0);
+            e[j] = 1.0;
+            apply_m(&ws.tchol, &ws.sy, m, k, &e, &mut col);
+            for r in 0..k2 {
+                let prod: f64 = (0..k2).map(|c| kmat[r * k2 + c] * col[c]).sum();
+                let want = if r == j { 1.0 } else { 0.0 };
+                assert!((prod - want).abs() < 1e-9, "(K·M)[{r}][{j}] = {prod}");
+            }
+        }
+        // The stored pairs are the last `m` ones, oldest first: s·y of the newest matches.
+        let last = (m - 1) * n;
+        let sy_last: f64 = (0..n)
+            .map(|i| ws.s_mem[last + i] * ws.y_mem[last + i])
+            .sum();
+        assert!((sy_last - ws.sy[(m - 1) * m + m - 1]).abs() < 1e-12);
+    }
+
+    #[test]
+    fn dcstep_brackets_a_minimum_with_a_cubic_step() {
+        // f(t) = (t − 1)², from stx = 0 (f = 1, f' = −2) to stp = 3 (f = 4, f' = 4): case 1.
+        let (mut stx, mut fx, mut dx) = (0.0, 1.0, -2.0);
+        let (mut sty, mut fy, mut dy) = (0.0, 1.0, -2.0);
+        let mut stp = 3.0;
+        let mut brackt = false;
+        dcstep(
+            &mut stx,
+            &mut fx,
+            &mut dx,
+            &mut sty,
+            &mut fy,
+            &mut dy,
+            &mut stp,
+            4.0,
+            4.0,
+            &mut brackt,
+            0.0,
+            10.0,
+        );
+        assert!(brackt);
+        assert_eq!((sty, fy, dy), (3.0, 4.0, 4.0));
+        // The cubic fitted to a quadratic has its minimizer at the true minimum.
+        assert!((stp - 1.0).abs() < 1e-12, "stp = {stp}");
+    }
 }

@@ -150,12 +150,23 @@ pub fn maximize(
     opts.lbfgsb.validate()?;
 
     // 1. Raw samples: scrambled Sobol points scaled to the box, evaluated in fixed-size batches.
-    let mut xs = Sobol::scrambled(d, seed)?.points(raw)?;
-    for row in xs.chunks_exact_mut(d) {
-        for i in 0..d {
-            row[i] = (lower[i] + (upper[i] - lower[i]) * row[i]).clamp(lower[i], upper[i]);
-        }
-    }
+    // Every point is a function of its index alone, so generating chunks in parallel is exact.
+    let sobol = Sobol::scrambled(d, seed)?;
+    let len = raw
+        .checked_mul(d)
+        .ok_or_else(|| Error::invalid("MultiStartOptions::raw_samples", "too large"))?;
+    let mut xs = vec![0.0; len];
+    xs.par_chunks_mut(EVAL_CHUNK * d)
+        .enumerate()
+        .try_for_each(|(c, chunk)| -> Result<()> {
+            sobol.fill((c * EVAL_CHUNK) as u64, chunk.len() / d, chunk)?;
+            for row in chunk.chunks_exact_mut(d) {
+                for i in 0..d {
+                    row[i] = (lower[i] + (upper[i] - lower[i]) * row[i]).clamp(lower[i], upper[i]);
+                }
+            }
+            Ok(())
+        })?;
     let vals = eval_batched(obj, &xs, d);
 
     // 2. Start selection (sequential, seeded).
