@@ -269,6 +269,28 @@ pub fn gemm(
     matmul(dst, accum, lhs, rhs, alpha, Par::Seq);
 }
 
+/// `dst ← lhs · rhs` where `lhs` is lower triangular (`upper = false`) or upper triangular
+/// (`upper = true`); only that triangle of `lhs` is read, halving the work of a dense product.
+pub fn trmm(dst: MatMut<'_, f64>, lhs: MatRef<'_, f64>, upper: bool, rhs: MatRef<'_, f64>) {
+    use faer::linalg::matmul::triangular::{BlockStructure, matmul as tri_matmul};
+    let structure = if upper {
+        BlockStructure::TriangularUpper
+    } else {
+        BlockStructure::TriangularLower
+    };
+    tri_matmul(
+        dst,
+        BlockStructure::Rectangular,
+        Accum::Replace,
+        lhs,
+        structure,
+        rhs,
+        BlockStructure::Rectangular,
+        1.0,
+        Par::Seq,
+    );
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -355,6 +377,22 @@ mod tests {
         )
         .unwrap();
         assert!(c2.l()[(2, 2)] > 0.0);
+    }
+
+    #[test]
+    fn triangular_products_match_dense() {
+        let a = random_spd(20, 4);
+        let c = Cholesky::factor(a.as_ref(), JitterPolicy::default()).unwrap();
+        let b = random_spd(20, 5);
+        let b = b.as_ref().submatrix(0, 0, 20, 7);
+        let mut dense = Mat::zeros(20, 7);
+        let mut tri = Mat::zeros(20, 7);
+        gemm(dense.as_mut(), false, c.l(), b, 1.0);
+        trmm(tri.as_mut(), c.l(), false, b);
+        assert!(max_abs_diff(dense.as_ref(), tri.as_ref()) < 1e-13);
+        gemm(dense.as_mut(), false, c.l().transpose(), b, 1.0);
+        trmm(tri.as_mut(), c.l().transpose(), true, b);
+        assert!(max_abs_diff(dense.as_ref(), tri.as_ref()) < 1e-13);
     }
 
     #[test]

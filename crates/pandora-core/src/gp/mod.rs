@@ -1,7 +1,32 @@
-//! Gaussian processes: kernels, the exact posterior, hyperparameter fitting and pathwise samples.
+//! Gaussian processes: kernels, the exact posterior, hyperparameter fitting, transforms and
+//! pathwise samples.
 
+pub mod fit;
 pub mod kernel;
+pub mod likelihood;
 pub mod model;
+pub mod transform;
 
 pub use kernel::{Kernel, KernelKind};
 pub use model::{ExactGp, GpParams, PosteriorBatch};
+pub use transform::{GpModel, Transforms};
+
+use crate::error::Result;
+
+/// A model that gives the latent posterior mean and variance (and their input gradients) at a
+/// batch of points. Acquisition functions are written against this trait.
+pub trait Posterior: Sync {
+    /// Input dimension.
+    fn dim(&self) -> usize;
+    /// Posterior at the rows of `xs` (row-major `m × d`), with gradients if `grad`.
+    fn posterior(&self, xs: &[f64], grad: bool) -> Result<PosteriorBatch>;
+}
+
+impl Posterior for ExactGp {
+    fn dim(&self) -> usize {
+        ExactGp::dim(self)
+    }
+    fn posterior(&self, xs: &[f64], grad: bool) -> Result<PosteriorBatch> {
+        ExactGp::posterior(self, xs, grad)
+    }
+}

@@ -12,7 +12,7 @@
 
 use crate::error::{Error, Result};
 use crate::gp::kernel::Kernel;
-use crate::linalg::{Cholesky, JitterPolicy, gemm};
+use crate::linalg::{Cholesky, JitterPolicy, gemm, trmm};
 use faer::Mat;
 use std::sync::OnceLock;
 
@@ -80,14 +80,70 @@ pub struct ExactGp {
     params: GpParams,
     chol: Cholesky,
     alpha: Vec<f64>,
+    /// Training inputs scaled by the lengthscales, transposed (`d × n`, row k = x̃_·k).
+    xt: Vec<f64>,
     linv: OnceLock<Mat<f64>>,
+}
+
+#[inline]
+fn dot(a: &[f64], b: &[f64]) -> f64 {
+    // Four accumulators let the compiler vectorize without reassociating a single sum.
+    let mut acc = [0.0; 4];
+    let ca = a.chunks_exact(4);
+    let cb = b.chunks_exact(4);
+    let (ra, rb) = (ca.remainder(), cb.remainder());
+    for (x, y) in ca.zip(cb) {
+        for t in 0..4 {
+            acc[t] += x[t] * y[t];
+        }
+    }
+    let mut s = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+    for (x, y) in ra.iter().zip(rb) {
+        s += x * y;
+    }
+    s
+}
+
+/// `(Σ a_i (q − x_i), Σ b_i (q − x_i))` with independent accumulators (vectorizes).
+#[inline]
+fn dot2_shifted(a: &[f64], b: &[f64], x: &[f64], q: f64) -> (f64, f64) {
+    let mut sa = [0.0; 4];
+    let mut sb = [0.0; 4];
+    let n4 = x.len() / 4 * 4;
+    for i in (0..n4).step_by(4) {
+        for t in 0..4 {
+            let u = q - x[i + t];
+            sa[t] += a[i + t] * u;
+            sb[t] += b[i + t] * u;
+        }
+    }
+    let mut ra = (sa[0] + sa[1]) + (sa[2] + sa[3]);
+    let mut rb = (sb[0] + sb[1]) + (sb[2] + sb[3]);
+    for i in n4..x.len() {
+        let u = q - x[i];
+        ra += a[i] * u;
+        rb += b[i] * u;
+    }
+    (ra, rb)
+}
+
+fn scaled_transpose(kernel: &Kernel, x: &[f64]) -> Vec<f64> {
+    let d = kernel.dim();
+    let n = x.len() / d;
+    let mut xt = vec![0.0; n * d];
+    for i in 0..n {
+        for k in 0..d {
+            xt[k * n + i] = x[i * d + k] / kernel.lengthscales[k];
+        }
+    }
+    xt
 }
 
 fn validate_points(what: &str, xs: &[f64], d: usize) -> Result<usize> {
     if d == 0 {
         return Err(Error::invalid(what, "dimension must be at least 1"));
     }
-    if xs.len() % d != 0 {
+    if !xs.len().is_multiple_of(d) {
         return Err(Error::invalid(
             what,
             format!("length {} is not a multiple of the dimension {d}", xs.len()),
@@ -140,6 +196,7 @@ impl ExactGp {
         let chol = Cholesky::factor(k.as_ref(), policy)?;
         let r: Vec<f64> = y.iter().map(|v| v - params.mean).collect();
         let alpha = chol.solve_vec(&r);
+        let xt = scaled_transpose(&params.kernel, &x);
         Ok(Self {
             d,
             x,
@@ -147,6 +204,7 @@ impl ExactGp {
             params,
             chol,
             alpha,
+            xt,
             linv: OnceLock::new(),
         })
     }
@@ -240,88 +298,74 @@ impl ExactGp {
             }
             return;
         }
-        let inv_l2: Vec<f64> = kern.lengthscales.iter().map(|l| 1.0 / (l * l)).collect();
-        // Cross-covariance Kq (n × m) and, for gradients, G = σ² κ'(r²) (n × m).
+        let inv_l: Vec<f64> = kern.lengthscales.iter().map(|l| 1.0 / l).collect();
+        let xt = &self.xt;
+        // Cross-covariance Kq (n × m) and, for gradients, G = σ² κ'(r²) (n × m). The loops run
+        // over training points in the inner dimension, on contiguous scaled coordinates.
         let mut kq = Mat::<f64>::zeros(n, m);
-        let mut gq = if grad {
-            Mat::<f64>::zeros(n, m)
-        } else {
-            Mat::<f64>::zeros(0, 0)
-        };
+        let mut gq = Mat::<f64>::zeros(n, if grad { m } else { 0 });
+        let mut r2 = vec![0.0; n];
+        let mut qs = vec![0.0; d];
         for j in 0..m {
-            let q = &xs[j * d..(j + 1) * d];
-            for i in 0..n {
-                let xi = &self.x[i * d..(i + 1) * d];
-                let mut r2 = 0.0;
-                for k in 0..d {
-                    let t = q[k] - xi[k];
-                    r2 += t * t * inv_l2[k];
-                }
-                if grad {
-                    let (kv, dk) = kern.kind.eval_r2(r2);
-                    kq[(i, j)] = s2 * kv;
-                    gq[(i, j)] = s2 * dk;
-                } else {
-                    kq[(i, j)] = s2 * kern.kind.value_r2(r2);
+            for k in 0..d {
+                qs[k] = xs[j * d + k] * inv_l[k];
+            }
+            r2.fill(0.0);
+            for (k, &qk) in qs.iter().enumerate() {
+                let col = &xt[k * n..(k + 1) * n];
+                for (r, &x) in r2.iter_mut().zip(col) {
+                    let t = qk - x;
+                    *r += t * t;
                 }
             }
-        }
-        // Mean.
-        for j in 0..m {
-            let col = kq.col(j);
-            let mut acc = 0.0;
-            for i in 0..n {
-                acc += col[i] * self.alpha[i];
+            let kcol = kq.col_as_slice_mut(j);
+            if grad {
+                let gcol = gq.col_as_slice_mut(j);
+                for i in 0..n {
+                    let (kv, dk) = kern.kind.eval_r2(r2[i]);
+                    kcol[i] = s2 * kv;
+                    gcol[i] = s2 * dk;
+                }
+            } else {
+                for i in 0..n {
+                    kcol[i] = s2 * kern.kind.value_r2(r2[i]);
+                }
             }
-            out.mean[offset + j] = self.params.mean + acc;
+            out.mean[offset + j] = self.params.mean + dot(kcol, &self.alpha);
         }
         // Variance: V = L⁻¹ Kq, σ² = k(x,x) − ‖V_j‖².
         let linv = self.linv();
         let mut v = Mat::<f64>::zeros(n, m);
-        gemm(v.as_mut(), false, linv.as_ref(), kq.as_ref(), 1.0);
+        trmm(v.as_mut(), linv.as_ref(), false, kq.as_ref());
         for j in 0..m {
-            let col = v.col(j);
-            let mut acc = 0.0;
-            for i in 0..n {
-                acc += col[i] * col[i];
-            }
-            out.var[offset + j] = (s2 - acc).max(MIN_VARIANCE);
+            let col = v.col_as_slice(j);
+            out.var[offset + j] = (s2 - dot(col, col)).max(MIN_VARIANCE);
         }
         if !grad {
             return;
         }
-        // W = K⁻¹ Kq = L⁻ᵀ V. Gradients:
-        //   ∂μ/∂x_k = Σ_i α_i G_ij 2 (x_k − X_ik)/ℓ_k²
-        //   ∂σ²/∂x_k = −2 Σ_i W_ij G_ij 2 (x_k − X_ik)/ℓ_k²
+        // W = K⁻¹ Kq = L⁻ᵀ V. With scaled coordinates q̃ = q/ℓ, x̃ = x/ℓ:
+        //   ∂μ/∂x_k  =  (2/ℓ_k) Σ_i α_i G_ij (q̃_k − x̃_ik)
+        //   ∂σ²/∂x_k = −(4/ℓ_k) Σ_i W_ij G_ij (q̃_k − x̃_ik)
         let mut w = Mat::<f64>::zeros(n, m);
-        gemm(w.as_mut(), false, linv.transpose(), v.as_ref(), 1.0);
+        trmm(w.as_mut(), linv.transpose(), true, v.as_ref());
+        let mut a = vec![0.0; n];
+        let mut b = vec![0.0; n];
         for j in 0..m {
-            let q = &xs[j * d..(j + 1) * d];
-            let g = gq.col(j);
-            let wc = w.col(j);
-            let mg = &mut out.mean_grad[(offset + j) * d..(offset + j + 1) * d];
-            mg.fill(0.0);
-            let mut sa = 0.0;
-            let mut sw = 0.0;
-            let mut vg = vec![0.0; d];
+            let g = gq.col_as_slice(j);
+            let wc = w.col_as_slice(j);
             for i in 0..n {
-                let xi = &self.x[i * d..(i + 1) * d];
-                let a = self.alpha[i] * g[i];
-                let b = wc[i] * g[i];
-                sa += a;
-                sw += b;
-                for k in 0..d {
-                    mg[k] -= a * xi[k];
-                    vg[k] -= b * xi[k];
-                }
+                a[i] = self.alpha[i] * g[i];
+                b[i] = wc[i] * g[i];
             }
-            let vgo = &mut out.var_grad[(offset + j) * d..(offset + j + 1) * d];
+            let row = offset + j;
+            let clamp = out.var[row] <= MIN_VARIANCE;
             for k in 0..d {
-                mg[k] = 2.0 * inv_l2[k] * (mg[k] + sa * q[k]);
-                vgo[k] = -4.0 * inv_l2[k] * (vg[k] + sw * q[k]);
-            }
-            if out.var[offset + j] <= MIN_VARIANCE {
-                vgo.fill(0.0);
+                let qk = xs[j * d + k] * inv_l[k];
+                let col = &xt[k * n..(k + 1) * n];
+                let (sa, sb) = dot2_shifted(&a, &b, col, qk);
+                out.mean_grad[row * d + k] = 2.0 * inv_l[k] * sa;
+                out.var_grad[row * d + k] = if clamp { 0.0 } else { -4.0 * inv_l[k] * sb };
             }
         }
     }
@@ -382,6 +426,7 @@ impl ExactGp {
         y.extend_from_slice(y_new);
         let r: Vec<f64> = y.iter().map(|v| v - self.params.mean).collect();
         let alpha = chol.solve_vec(&r);
+        let xt = scaled_transpose(&self.params.kernel, &x);
         Ok(Self {
             d,
             x,
@@ -389,6 +434,7 @@ impl ExactGp {
             params: self.params.clone(),
             chol,
             alpha,
+            xt,
             linv: OnceLock::new(),
         })
     }

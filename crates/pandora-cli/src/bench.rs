@@ -1,0 +1,175 @@
+//! `pandora bench`: wall-clock medians of the numerical core on fixed, seeded workloads, printed as
+//! JSON lines. The workloads mirror `../shared/peer-bench` (d = 8, Matérn-5/2 ARD): posterior and
+//! LogEI at 1600 points, the log marginal likelihood with its gradient, a full MAP fit, and a
+//! multi-start LogEI maximization.
+
+use anyhow::{Result, anyhow};
+use pandora_core::acquisition::{LogExpectedImprovement, OnModel};
+use pandora_core::gp::fit::{FitOptions, fit};
+use pandora_core::gp::likelihood::log_marginal_likelihood;
+use pandora_core::gp::{ExactGp, GpParams, Kernel, KernelKind};
+use pandora_core::optim::multistart::{MultiStartOptions, maximize};
+use rand::{RngExt, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
+use serde_json::json;
+use std::time::Instant;
+
+const D: usize = 8;
+
+/// Times `f` (after one warm-up call) at least `reps` times and for at least 0.3 s; returns the
+/// median and minimum in milliseconds.
+fn time<T>(reps: usize, mut f: impl FnMut() -> T) -> (f64, f64, usize) {
+    std::hint::black_box(f());
+    let mut samples = Vec::new();
+    let start = Instant::now();
+    while samples.len() < reps || (start.elapsed().as_secs_f64() < 0.3 && samples.len() < 1000) {
+        let t = Instant::now();
+        std::hint::black_box(f());
+        samples.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    samples.sort_by(f64::total_cmp);
+    (samples[samples.len() / 2], samples[0], samples.len())
+}
+
+fn uniform(rng: &mut Xoshiro256PlusPlus, n: usize) -> Vec<f64> {
+    (0..n * D).map(|_| rng.random::<f64>()).collect()
+}
+
+fn standardize(y: &mut [f64]) {
+    let n = y.len() as f64;
+    let m = y.iter().sum::<f64>() / n;
+    let s = (y.iter().map(|v| (v - m).powi(2)).sum::<f64>() / (n - 1.0).max(1.0)).sqrt();
+    for v in y {
+        *v = (*v - m) / s.max(1e-12);
+    }
+}
+
+/// The peer micro-benchmark's data: X uniform, y = Σ sin(5x), standardized.
+fn micro_data(n: usize, seed: u64) -> (Vec<f64>, Vec<f64>) {
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+    let x = uniform(&mut rng, n);
+    let mut y: Vec<f64> = x
+        .chunks_exact(D)
+        .map(|r| r.iter().map(|v| (5.0 * v).sin()).sum())
+        .collect();
+    standardize(&mut y);
+    (x, y)
+}
+
+/// Negated Ackley on [−2, 2]^d (through x ↦ 4x − 2), standardized: the peer iteration benchmark.
+fn ackley_data(n: usize, seed: u64) -> (Vec<f64>, Vec<f64>) {
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+    let x = uniform(&mut rng, n);
+    let mut y: Vec<f64> = x
+        .chunks_exact(D)
+        .map(|r| {
+            let z: Vec<f64> = r.iter().map(|v| 4.0 * v - 2.0).collect();
+            let s1 = z.iter().map(|v| v * v).sum::<f64>() / D as f64;
+            let s2 = z
+                .iter()
+                .map(|v| (2.0 * std::f64::consts::PI * v).cos())
+                .sum::<f64>()
+                / D as f64;
+            -(-20.0 * (-0.2 * s1.sqrt()).exp() - s2.exp() + 20.0 + std::f64::consts::E)
+        })
+        .collect();
+    standardize(&mut y);
+    (x, y)
+}
+
+fn micro_params() -> GpParams {
+    let ln2 = std::f64::consts::LN_2;
+    GpParams {
+        kernel: Kernel::new(KernelKind::Matern52, vec![ln2; D], ln2).expect("valid kernel"),
+        mean: 0.0,
+        noise: (-5f64).exp(),
+    }
+}
+
+fn emit(v: serde_json::Value) {
+    println!("{v}");
+}
+
+/// Runs the benchmarks.
+pub fn main(filter: Option<&str>, quick: bool, reps: usize) -> Result<()> {
+    let want = |name: &str| filter.is_none_or(|f| name.contains(f));
+    let sizes: &[usize] = if quick { &[50] } else { &[50, 200, 1000] };
+    let reps = if quick { 1 } else { reps.max(1) };
+    let threads = rayon::current_num_threads();
+    let e = |e: pandora_core::Error| anyhow!("{e}");
+
+    for &n in sizes {
+        let (x, y) = micro_data(n, 0);
+        let gp = ExactGp::new(x.clone(), y.clone(), micro_params()).map_err(e)?;
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(1);
+        let pts = uniform(&mut rng, 1600);
+        if want("posterior_grad") {
+            let (med, min, r) = time(reps, || {
+                let p = gp.posterior(&pts, true).expect("posterior");
+                p.std_grad()
+            });
+            emit(
+                json!({"bench": "posterior_grad", "n": n, "d": D, "points": 1600,
+                "median_ms": med, "min_ms": min, "reps": r, "threads": 1}),
+            );
+        }
+        if want("logei_value_grad") {
+            let acq = OnModel {
+                model: &gp,
+                acq: LogExpectedImprovement { best_f: 0.0 },
+            };
+            let (med, min, r) = time(reps, || acq.evaluate(&pts, true).expect("logei"));
+            emit(
+                json!({"bench": "logei_value_grad", "n": n, "d": D, "points": 1600,
+                "median_ms": med, "min_ms": min, "reps": r, "threads": 1}),
+            );
+        }
+        if want("lml_grad") {
+            let p = micro_params();
+            let (med, min, r) = time(reps, || {
+                log_marginal_likelihood(&p.kernel, p.noise, p.mean, &x, &y).expect("lml")
+            });
+            emit(json!({"bench": "lml_grad", "n": n, "d": D,
+                "median_ms": med, "min_ms": min, "reps": r, "threads": 1}));
+        }
+    }
+
+    let fit_sizes: &[usize] = if quick { &[50] } else { &[50, 200] };
+    for &n in fit_sizes {
+        let (x, y) = ackley_data(n, 100);
+        let opts = FitOptions::default();
+        if want("fit") {
+            let mut last = None;
+            let (med, min, r) = time(reps, || {
+                let f = fit(&x, &y, D, &opts, None).expect("fit");
+                last = Some((f.log_posterior, f.evaluations));
+            });
+            let (lp, evals) = last.expect("at least one fit");
+            emit(
+                json!({"bench": "fit_map", "n": n, "d": D, "kernel": "matern52",
+                "restarts": opts.restarts + 1, "log_posterior": lp, "evaluations": evals,
+                "median_ms": med, "min_ms": min, "reps": r, "threads": threads}),
+            );
+        }
+        if want("logei_maximize") && (n == 200 || quick) {
+            let f = fit(&x, &y, D, &opts, None).map_err(e)?;
+            let best_f = y.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            let acq = OnModel {
+                model: &f.gp,
+                acq: LogExpectedImprovement { best_f },
+            };
+            let ms = MultiStartOptions::default();
+            let mut value = f64::NAN;
+            let mut seed = 0;
+            let (med, min, r) = time(reps, || {
+                seed += 1;
+                let res = maximize(&acq, &ms, seed).expect("maximize");
+                value = res.value;
+            });
+            emit(json!({"bench": "logei_maximize", "n": n, "d": D,
+                "raw_samples": 200 * D, "restarts": 10 * D, "value": value,
+                "median_ms": med, "min_ms": min, "reps": r, "threads": threads}));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,108 @@
+//! Hyperparameter fitting: recovery of known lengthscales on data drawn from a GP, agreement of the
+//! optimum with the gradient (stationarity), warm starts and determinism.
+
+use pandora_core::gp::fit::{FitOptions, NoiseSpec, Priors, fit};
+use pandora_core::gp::likelihood::log_marginal_likelihood;
+use pandora_core::gp::model::kernel_matrix;
+use pandora_core::gp::{Kernel, KernelKind};
+use pandora_core::linalg::{Cholesky, JitterPolicy};
+use rand::{RngExt, SeedableRng};
+use rand_distr::{Distribution, StandardNormal};
+use rand_xoshiro::Xoshiro256PlusPlus;
+
+/// Draws `n` points uniformly in [0,1]^d and a GP sample at them (plus noise).
+fn gp_sample(kernel: &Kernel, n: usize, noise: f64, seed: u64) -> (Vec<f64>, Vec<f64>) {
+    let d = kernel.dim();
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+    let x: Vec<f64> = (0..n * d).map(|_| rng.random::<f64>()).collect();
+    let k = kernel_matrix(kernel, &x, noise);
+    let chol = Cholesky::factor(k.as_ref(), JitterPolicy::default()).unwrap();
+    let z: Vec<f64> = (0..n).map(|_| StandardNormal.sample(&mut rng)).collect();
+    let l = chol.l();
+    let y = (0..n)
+        .map(|i| (0..=i).map(|j| l[(i, j)] * z[j]).sum::<f64>())
+        .collect();
+    (x, y)
+}
+
+#[test]
+fn ml_fit_recovers_known_lengthscales() {
+    let truth = Kernel::new(KernelKind::Matern52, vec![0.15, 0.6], 1.0).unwrap();
+    let (x, y) = gp_sample(&truth, 300, 1e-4, 3);
+    let opts = FitOptions {
+        priors: Priors::none(),
+        noise: NoiseSpec::Fixed(1e-4),
+        restarts: 2,
+        ..FitOptions::default()
+    };
+    let f = fit(&x, &y, 2, &opts, None).unwrap();
+    let ls = &f.params.kernel.lengthscales;
+    assert!(
+        (ls[0] / 0.15 - 1.0).abs() < 0.25,
+        "lengthscale 0: {}",
+        ls[0]
+    );
+    assert!((ls[1] / 0.6 - 1.0).abs() < 0.35, "lengthscale 1: {}", ls[1]);
+    assert!((f.params.kernel.outputscale / 1.0 - 1.0).abs() < 0.6);
+    // The fitted model explains the data better than the truth by likelihood (it is the ML optimum).
+    let at_truth = log_marginal_likelihood(&truth, 1e-4, f.params.mean, &x, &y).unwrap();
+    assert!(f.log_marginal_likelihood >= at_truth.value - 1e-6);
+}
+
+#[test]
+fn map_fit_is_a_stationary_point_of_the_log_posterior() {
+    let truth = Kernel::new(KernelKind::Rbf, vec![0.3, 0.4, 0.5], 2.0).unwrap();
+    let (x, y) = gp_sample(&truth, 60, 1e-3, 8);
+    let opts = FitOptions {
+        kind: KernelKind::Rbf,
+        noise: NoiseSpec::Learned { floor: 1e-4 },
+        ..FitOptions::default()
+    };
+    let f = fit(&x, &y, 3, &opts, None).unwrap();
+    let p = &f.params;
+    let l = log_marginal_likelihood(&p.kernel, p.noise, p.mean, &x, &y).unwrap();
+    // The mean is profiled: its gradient vanishes exactly.
+    assert!(l.grad[5].abs() < 1e-8, "mean gradient {}", l.grad[5]);
+    // Interior parameters: gradient of LML + log prior ≈ 0.
+    let pri = Priors::papers();
+    for (i, ls) in p.kernel.lengthscales.iter().enumerate() {
+        let g = l.grad[i] + pri.lengthscale.log_density_dlog(*ls).1;
+        assert!(
+            g.abs() < 1e-3 * (1.0 + l.value.abs()),
+            "lengthscale {i}: gradient {g}"
+        );
+    }
+    let g = l.grad[3] + pri.outputscale.log_density_dlog(p.kernel.outputscale).1;
+    assert!(
+        g.abs() < 1e-3 * (1.0 + l.value.abs()),
+        "outputscale gradient {g}"
+    );
+    if p.noise > 1.01e-4 {
+        let g = l.grad[4] + pri.noise.log_density_dlog(p.noise).1;
+        assert!(g.abs() < 1e-3 * (1.0 + l.value.abs()), "noise gradient {g}");
+    }
+}
+
+#[test]
+fn fit_is_deterministic_and_warm_start_is_no_worse() {
+    let truth = Kernel::new(KernelKind::Matern52, vec![0.2; 4], 1.0).unwrap();
+    let (x, y) = gp_sample(&truth, 80, 1e-4, 5);
+    let opts = FitOptions::default();
+    let a = fit(&x, &y, 4, &opts, None).unwrap();
+    let b = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .unwrap()
+        .install(|| fit(&x, &y, 4, &opts, None).unwrap());
+    assert_eq!(a.params, b.params);
+    let w = fit(&x, &y, 4, &opts, Some(&a.params)).unwrap();
+    assert!(w.log_posterior >= a.log_posterior - 1e-9);
+}
+
+#[test]
+fn fit_rejects_bad_input() {
+    let opts = FitOptions::default();
+    assert!(fit(&[], &[], 2, &opts, None).is_err());
+    assert!(fit(&[0.1, 0.2, 0.3], &[1.0], 2, &opts, None).is_err());
+    assert!(fit(&[0.1, f64::NAN], &[1.0], 2, &opts, None).is_err());
+}
