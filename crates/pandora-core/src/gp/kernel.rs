@@ -13,6 +13,8 @@
 //! symmetric subgradient) and its lengthscale gradient has the limit 0.
 
 use crate::error::{Error, Result};
+use crate::math::exp_fast;
+use multiversion::multiversion;
 
 /// The shape of a stationary kernel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -110,6 +112,83 @@ impl KernelKind {
                 (1.0 + sr + (5.0 / 3.0) * r2) * (-sr).exp()
             }
             Self::Rbf => (-0.5 * r2).exp(),
+        }
+    }
+}
+
+/// Evaluates `σ² κ(r²_i)` into `k_out` and, if `g_out` is non-empty, `σ² κ'(r²_i)` into `g_out`,
+/// for every entry of `r2`. Vectorized (with a branch-free `exp`, see [`exp_fast`]) and compiled
+/// for AVX-512 and AVX2 with runtime dispatch; agrees with [`KernelKind::eval_r2`] to a few ulp.
+#[multiversion(targets("x86_64+avx512f+avx512dq+avx2+fma", "x86_64+avx2+fma"))]
+pub fn eval_r2_slice(kind: KernelKind, s2: f64, r2: &[f64], k_out: &mut [f64], g_out: &mut [f64]) {
+    let n = r2.len();
+    let k_out = &mut k_out[..n];
+    let grad = !g_out.is_empty();
+    match kind {
+        KernelKind::Matern12 => {
+            if grad {
+                let g_out = &mut g_out[..n];
+                for i in 0..n {
+                    let r = r2[i].max(0.0).sqrt();
+                    let e = s2 * exp_fast(-r);
+                    k_out[i] = e;
+                    g_out[i] = if r > 0.0 { -0.5 * e / r } else { 0.0 };
+                }
+            } else {
+                for i in 0..n {
+                    k_out[i] = s2 * exp_fast(-r2[i].max(0.0).sqrt());
+                }
+            }
+        }
+        KernelKind::Matern32 => {
+            const S3: f64 = 1.732_050_807_568_877_2;
+            if grad {
+                let g_out = &mut g_out[..n];
+                for i in 0..n {
+                    let sr = S3 * r2[i].max(0.0).sqrt();
+                    let e = s2 * exp_fast(-sr);
+                    k_out[i] = (1.0 + sr) * e;
+                    g_out[i] = -1.5 * e;
+                }
+            } else {
+                for i in 0..n {
+                    let sr = S3 * r2[i].max(0.0).sqrt();
+                    k_out[i] = (1.0 + sr) * (s2 * exp_fast(-sr));
+                }
+            }
+        }
+        KernelKind::Matern52 => {
+            const S5: f64 = 2.236_067_977_499_79;
+            if grad {
+                let g_out = &mut g_out[..n];
+                for i in 0..n {
+                    let q = r2[i].max(0.0);
+                    let sr = S5 * q.sqrt();
+                    let e = s2 * exp_fast(-sr);
+                    k_out[i] = (1.0 + sr + (5.0 / 3.0) * q) * e;
+                    g_out[i] = -(5.0 / 6.0) * (1.0 + sr) * e;
+                }
+            } else {
+                for i in 0..n {
+                    let q = r2[i].max(0.0);
+                    let sr = S5 * q.sqrt();
+                    k_out[i] = (1.0 + sr + (5.0 / 3.0) * q) * (s2 * exp_fast(-sr));
+                }
+            }
+        }
+        KernelKind::Rbf => {
+            if grad {
+                let g_out = &mut g_out[..n];
+                for i in 0..n {
+                    let e = s2 * exp_fast(-0.5 * r2[i].max(0.0));
+                    k_out[i] = e;
+                    g_out[i] = -0.5 * e;
+                }
+            } else {
+                for i in 0..n {
+                    k_out[i] = s2 * exp_fast(-0.5 * r2[i].max(0.0));
+                }
+            }
         }
     }
 }
@@ -326,6 +405,28 @@ mod tests {
             let mut g = [1.0; 3];
             k.eval_grad_x(&[0.2, 0.2, 0.2], &[0.2, 0.2, 0.2], &mut g);
             assert_eq!(g, [0.0; 3]);
+        }
+    }
+
+    #[test]
+    fn slice_evaluation_matches_scalar() {
+        let r2: Vec<f64> = (0..257).map(|i| (i as f64 * 0.037).powi(2)).collect();
+        for kind in KINDS {
+            let mut k = vec![0.0; r2.len()];
+            let mut g = vec![0.0; r2.len()];
+            eval_r2_slice(kind, 1.7, &r2, &mut k, &mut g);
+            let mut k2 = vec![0.0; r2.len()];
+            eval_r2_slice(kind, 1.7, &r2, &mut k2, &mut []);
+            for i in 0..r2.len() {
+                let (kv, dk) = kind.eval_r2(r2[i]);
+                // exp_fast is within 4 ulp of libm; allow a few more for the products.
+                assert!((k[i] - 1.7 * kv).abs() <= 1e-14 * 1.7 * kv, "{kind:?} {i}");
+                assert!(
+                    (g[i] - 1.7 * dk).abs() <= 1e-14 * 1.7 * dk.abs(),
+                    "{kind:?} {i}"
+                );
+                assert_eq!(k[i], k2[i]);
+            }
         }
     }
 

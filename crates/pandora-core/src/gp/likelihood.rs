@@ -11,8 +11,9 @@
 
 use crate::error::Result;
 use crate::gp::kernel::Kernel;
-use crate::gp::model::kernel_matrix;
+use crate::gp::model::{dot, kernel_matrix_and_derivative, scaled_transpose};
 use crate::linalg::{Cholesky, JitterPolicy};
+use multiversion::multiversion;
 
 /// Log marginal likelihood and its gradient.
 #[derive(Debug, Clone, PartialEq)]
@@ -51,7 +52,7 @@ pub fn log_marginal_likelihood_profiled(
 ) -> Result<(LmlGrad, f64)> {
     let d = kernel.dim();
     let n = y.len();
-    let k = kernel_matrix(kernel, x, noise);
+    let (k, gmat) = kernel_matrix_and_derivative(kernel, x, noise, true);
     let chol = Cholesky::factor(k.as_ref(), JitterPolicy::default())?;
     let mean = match mean {
         Some(c) => c,
@@ -72,35 +73,39 @@ pub fn log_marginal_likelihood_profiled(
     let value =
         -0.5 * fit - 0.5 * chol.log_det() - 0.5 * n as f64 * (2.0 * std::f64::consts::PI).ln();
 
-    // W = α αᵀ − K⁻¹ (only the lower triangle and diagonal are used).
+    // W = α αᵀ − K⁻¹ (only the lower triangle and diagonal are used). Column by column, with
+    // w_i = W_ij for i > j:
+    //   ∂/∂log ℓ_p = −2 Σ_{i>j} W_ij G_ij (x̃_ip − x̃_jp)²,   ∂/∂log σ² = ½ Σ_i W_ii σ² + Σ_{i>j} W_ij K_ij.
     let kinv = chol.inverse();
     let s2 = kernel.outputscale;
-    let inv_l2: Vec<f64> = kernel.lengthscales.iter().map(|l| 1.0 / (l * l)).collect();
+    let xt = scaled_transpose(kernel, x);
     let mut grad = vec![0.0; d + 3];
     let mut g_out = 0.0;
     let mut trace_w = 0.0;
-    let mut t = vec![0.0; d];
+    let mut w = vec![0.0; n];
     for j in 0..n {
-        let xj = &x[j * d..(j + 1) * d];
         let wjj = alpha[j] * alpha[j] - kinv[(j, j)];
         trace_w += wjj;
         g_out += 0.5 * wjj * s2;
-        for i in (j + 1)..n {
-            let xi = &x[i * d..(i + 1) * d];
-            let wij = alpha[i] * alpha[j] - kinv[(i, j)];
-            let mut r2 = 0.0;
-            for p in 0..d {
-                let u = xi[p] - xj[p];
-                t[p] = u * u * inv_l2[p];
-                r2 += t[p];
-            }
-            let (kv, dk) = kernel.kind.eval_r2(r2);
-            // Off-diagonal pairs appear twice in the trace: ½ · 2 = 1.
-            g_out += wij * s2 * kv;
-            let c = -2.0 * wij * s2 * dk;
-            for p in 0..d {
-                grad[p] += c * t[p];
-            }
+        let len = n - j - 1;
+        if len == 0 {
+            continue;
+        }
+        let kinv_col = &kinv.col_as_slice(j)[j + 1..];
+        let kcol = &k.col_as_slice(j)[j + 1..];
+        let gcol = &gmat.col_as_slice(j)[j + 1..];
+        let wj = &mut w[..len];
+        let aj = alpha[j];
+        for (t, wv) in wj.iter_mut().enumerate() {
+            *wv = alpha[j + 1 + t] * aj - kinv_col[t];
+        }
+        g_out += dot(wj, kcol);
+        for (t, wv) in wj.iter_mut().enumerate() {
+            *wv *= gcol[t];
+        }
+        for (p, gp) in grad.iter_mut().enumerate().take(d) {
+            let col = &xt[p * n..(p + 1) * n];
+            *gp += -2.0 * weighted_squared_diff(wj, &col[j + 1..], col[j]);
         }
     }
     grad[d] = g_out;
@@ -114,6 +119,25 @@ pub fn log_marginal_likelihood_profiled(
         },
         mean,
     ))
+}
+
+/// `Σ_i w_i (x_i − q)²`.
+#[multiversion(targets("x86_64+avx512f+avx2+fma", "x86_64+avx2+fma"))]
+fn weighted_squared_diff(w: &[f64], x: &[f64], q: f64) -> f64 {
+    let mut acc = [0.0; 4];
+    let n4 = w.len() / 4 * 4;
+    for i in (0..n4).step_by(4) {
+        for t in 0..4 {
+            let u = x[i + t] - q;
+            acc[t] += w[i + t] * u * u;
+        }
+    }
+    let mut s = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+    for i in n4..w.len() {
+        let u = x[i] - q;
+        s += w[i] * u * u;
+    }
+    s
 }
 
 #[cfg(test)]

@@ -11,9 +11,10 @@
 //! few matrix multiplications rather than 1600 triangular solves.
 
 use crate::error::{Error, Result};
-use crate::gp::kernel::Kernel;
+use crate::gp::kernel::{Kernel, eval_r2_slice};
 use crate::linalg::{Cholesky, JitterPolicy, gemm, trmm};
 use faer::Mat;
+use multiversion::multiversion;
 use std::sync::OnceLock;
 
 /// Smallest posterior variance reported; below it the standard deviation and its gradient are
@@ -85,8 +86,17 @@ pub struct ExactGp {
     linv: OnceLock<Mat<f64>>,
 }
 
-#[inline]
-fn dot(a: &[f64], b: &[f64]) -> f64 {
+/// `r2_i += (q − x_i)²`.
+#[multiversion(targets("x86_64+avx512f+avx2+fma", "x86_64+avx2+fma"))]
+pub(crate) fn add_squared_diff(r2: &mut [f64], x: &[f64], q: f64) {
+    for (r, &v) in r2.iter_mut().zip(x) {
+        let t = q - v;
+        *r += t * t;
+    }
+}
+
+#[multiversion(targets("x86_64+avx512f+avx2+fma", "x86_64+avx2+fma"))]
+pub(crate) fn dot(a: &[f64], b: &[f64]) -> f64 {
     // Four accumulators let the compiler vectorize without reassociating a single sum.
     let mut acc = [0.0; 4];
     let ca = a.chunks_exact(4);
@@ -105,7 +115,7 @@ fn dot(a: &[f64], b: &[f64]) -> f64 {
 }
 
 /// `(Σ a_i (q − x_i), Σ b_i (q − x_i))` with independent accumulators (vectorizes).
-#[inline]
+#[multiversion(targets("x86_64+avx512f+avx2+fma", "x86_64+avx2+fma"))]
 fn dot2_shifted(a: &[f64], b: &[f64], x: &[f64], q: f64) -> (f64, f64) {
     let mut sa = [0.0; 4];
     let mut sb = [0.0; 4];
@@ -127,7 +137,7 @@ fn dot2_shifted(a: &[f64], b: &[f64], x: &[f64], q: f64) -> (f64, f64) {
     (ra, rb)
 }
 
-fn scaled_transpose(kernel: &Kernel, x: &[f64]) -> Vec<f64> {
+pub(crate) fn scaled_transpose(kernel: &Kernel, x: &[f64]) -> Vec<f64> {
     let d = kernel.dim();
     let n = x.len() / d;
     let mut xt = vec![0.0; n * d];
@@ -312,24 +322,13 @@ impl ExactGp {
             }
             r2.fill(0.0);
             for (k, &qk) in qs.iter().enumerate() {
-                let col = &xt[k * n..(k + 1) * n];
-                for (r, &x) in r2.iter_mut().zip(col) {
-                    let t = qk - x;
-                    *r += t * t;
-                }
+                add_squared_diff(&mut r2, &xt[k * n..(k + 1) * n], qk);
             }
             let kcol = kq.col_as_slice_mut(j);
             if grad {
-                let gcol = gq.col_as_slice_mut(j);
-                for i in 0..n {
-                    let (kv, dk) = kern.kind.eval_r2(r2[i]);
-                    kcol[i] = s2 * kv;
-                    gcol[i] = s2 * dk;
-                }
+                eval_r2_slice(kern.kind, s2, &r2, kcol, gq.col_as_slice_mut(j));
             } else {
-                for i in 0..n {
-                    kcol[i] = s2 * kern.kind.value_r2(r2[i]);
-                }
+                eval_r2_slice(kern.kind, s2, &r2, kcol, &mut []);
             }
             out.mean[offset + j] = self.params.mean + dot(kcol, &self.alpha);
         }
@@ -442,25 +441,50 @@ impl ExactGp {
 
 /// `k(X, X) + noise·I` for row-major points `x` (`n × d`).
 pub fn kernel_matrix(kernel: &Kernel, x: &[f64], noise: f64) -> Mat<f64> {
+    kernel_matrix_and_derivative(kernel, x, noise, false).0
+}
+
+/// `k(X, X) + noise·I` and, if `derivative`, the matrix `G_ij = σ² κ'(r²_ij)` (only the strictly
+/// lower triangle of `G` is filled). Columns are computed with vectorized kernel evaluation.
+pub fn kernel_matrix_and_derivative(
+    kernel: &Kernel,
+    x: &[f64],
+    noise: f64,
+    derivative: bool,
+) -> (Mat<f64>, Mat<f64>) {
     let d = kernel.dim();
     let n = x.len() / d;
     let s2 = kernel.outputscale;
-    let inv_l2: Vec<f64> = kernel.lengthscales.iter().map(|l| 1.0 / (l * l)).collect();
+    let xt = scaled_transpose(kernel, x);
     let mut k = Mat::<f64>::zeros(n, n);
+    let mut g = Mat::<f64>::zeros(if derivative { n } else { 0 }, n);
+    let mut r2 = vec![0.0; n];
     for j in 0..n {
-        let xj = &x[j * d..(j + 1) * d];
+        let len = n - j - 1;
+        let r = &mut r2[..len];
+        r.fill(0.0);
+        for t in 0..d {
+            let col = &xt[t * n..(t + 1) * n];
+            add_squared_diff(r, &col[j + 1..], col[j]);
+        }
+        let kcol = &mut k.col_as_slice_mut(j)[j + 1..];
+        if derivative {
+            eval_r2_slice(
+                kernel.kind,
+                s2,
+                r,
+                kcol,
+                &mut g.col_as_slice_mut(j)[j + 1..],
+            );
+        } else {
+            eval_r2_slice(kernel.kind, s2, r, kcol, &mut []);
+        }
         k[(j, j)] = s2 + noise;
+    }
+    for j in 0..n {
         for i in (j + 1)..n {
-            let xi = &x[i * d..(i + 1) * d];
-            let mut r2 = 0.0;
-            for t in 0..d {
-                let u = xi[t] - xj[t];
-                r2 += u * u * inv_l2[t];
-            }
-            let v = s2 * kernel.kind.value_r2(r2);
-            k[(i, j)] = v;
-            k[(j, i)] = v;
+            k[(j, i)] = k[(i, j)];
         }
     }
-    k
+    (k, g)
 }
