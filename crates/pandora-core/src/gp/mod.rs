@@ -2,6 +2,8 @@
 
 pub mod kernel;
 pub mod model;
+pub mod paths;
 
 pub use kernel::{Kernel, KernelKind};
 pub use model::{ExactGp, GpParams, PosteriorBatch};
+pub use paths::{PosteriorPath, PriorPath};
