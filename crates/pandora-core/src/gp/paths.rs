@@ -75,7 +75,7 @@ pub struct PriorPath {
 
 /// Checks `num_features` (even, ≥ 2).
 fn check_num_features(num_features: usize) -> Result<()> {
-    if num_features < 2 || num_features % 2 != 0 {
+    if num_features < 2 || !num_features.is_multiple_of(2) {
         return Err(Error::invalid(
             "num_features",
             format!("must be even and at least 2, got {num_features}"),
@@ -92,7 +92,7 @@ fn check_kernel(kernel: &Kernel) -> Result<()> {
 /// Checks that `xs` holds whole rows of length `d` and that `out` has one slot per row; returns the
 /// number of rows.
 fn check_batch(xs: &[f64], out: &[f64], d: usize) -> Result<usize> {
-    if xs.len() % d != 0 {
+    if !xs.len().is_multiple_of(d) {
         return Err(Error::invalid(
             "points",
             format!("length {} is not a multiple of the dimension {d}", xs.len()),
