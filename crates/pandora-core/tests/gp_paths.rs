@@ -383,17 +383,28 @@ fn n_train() -> usize {
 
 #[test]
 fn matern12_update_gradient_is_zero_subgradient_at_training_points() {
-    // At a training point the Matérn-1/2 update term contributes the symmetric subgradient 0, so the
-    // posterior gradient there equals the prior path's gradient plus the other points' terms; check
-    // it is finite and that the value is consistent.
+    // At a training point the Matérn-1/2 update term of that point contributes the symmetric
+    // subgradient 0, so the posterior gradient there is the prior path's gradient plus
+    // Σ_{i≠0} v_i ∇_x k(x_0, x_i) (computed here with `Kernel::eval_grad_x`).
     let gp = model(KernelKind::Matern12, 6, 2, 1e-3, 3);
+    let k = &gp.params().kernel;
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(8);
     let p = PosteriorPath::sample(&gp, 128, &mut rng).unwrap();
     let x0 = gp.train_x()[..2].to_vec();
     let mut g = [0.0; 2];
     let f = p.value_grad(&x0, &mut g);
     assert_eq!(f, p.value(&x0));
-    assert!(g.iter().all(|v| v.is_finite()));
+    let mut expect = [0.0; 2];
+    p.prior().value_grad(&x0, &mut expect);
+    for (xi, vi) in gp.train_x().chunks_exact(2).zip(p.update_weights()).skip(1) {
+        let mut gi = [0.0; 2];
+        k.eval_grad_x(&x0, xi, &mut gi);
+        expect[0] += vi * gi[0];
+        expect[1] += vi * gi[1];
+    }
+    for (a, b) in g.iter().zip(&expect) {
+        assert!((a - b).abs() <= 1e-12 * (1.0 + b.abs()), "{a} vs {b}");
+    }
 }
 
 #[test]
@@ -453,4 +464,12 @@ fn invalid_input_is_an_error() {
     let k3 = Kernel::new(KernelKind::Rbf, vec![1.0; 3], 1.0).unwrap();
     let p3 = PriorPath::sample(&k3, 16, &mut rng).unwrap();
     assert!(PosteriorPath::from_prior(&gp, p3, &mut rng).is_err());
+    // ... nor one drawn for other hyperparameters; one for the model's own kernel can.
+    let mut k2 = k.clone();
+    k2.lengthscales[0] *= 2.0;
+    let p2 = PriorPath::sample(&k2, 16, &mut rng).unwrap();
+    assert!(PosteriorPath::from_prior(&gp, p2, &mut rng).is_err());
+    let own = PriorPath::sample(&k, 16, &mut rng).unwrap();
+    assert_eq!(own.kernel(), &k);
+    assert!(PosteriorPath::from_prior(&gp, own, &mut rng).is_ok());
 }

@@ -64,7 +64,8 @@ pub const DEFAULT_NUM_FEATURES: usize = 1024;
 pub struct PriorPath {
     dim: usize,
     num_features: usize,
-    outputscale: f64,
+    /// The kernel the frequencies were drawn for (its outputscale scales the weights).
+    kernel: Kernel,
     /// `F/2 × d` frequencies, row-major, already divided by the lengthscales.
     freqs: Arc<[f64]>,
     /// `sqrt(σ² · 2/F) · w_j` (cosine weights), length `F/2`.
@@ -182,7 +183,7 @@ impl PriorPath {
         Ok(Self {
             dim: kernel.dim(),
             num_features,
-            outputscale: kernel.outputscale,
+            kernel: kernel.clone(),
             freqs: freqs.into(),
             w_cos,
             w_sin,
@@ -197,11 +198,11 @@ impl PriorPath {
     /// independent draws whose covariance is `k` on average over frequencies. Cheaper when many
     /// paths are needed.
     pub fn resample_weights<R: rand::Rng + ?Sized>(&self, rng: &mut R) -> Self {
-        let (w_cos, w_sin) = sample_weights(self.outputscale, self.num_features / 2, rng);
+        let (w_cos, w_sin) = sample_weights(self.kernel.outputscale, self.num_features / 2, rng);
         Self {
             dim: self.dim,
             num_features: self.num_features,
-            outputscale: self.outputscale,
+            kernel: self.kernel.clone(),
             freqs: Arc::clone(&self.freqs),
             w_cos,
             w_sin,
@@ -211,6 +212,11 @@ impl PriorPath {
     /// Input dimension `d`.
     pub fn dim(&self) -> usize {
         self.dim
+    }
+
+    /// The kernel this path was drawn for.
+    pub fn kernel(&self) -> &Kernel {
+        &self.kernel
     }
 
     /// Number of features `F` (twice the number of frequencies).
@@ -239,7 +245,7 @@ impl PriorPath {
             }
             s += t.cos();
         }
-        self.outputscale * s / half as f64
+        self.kernel.outputscale * s / half as f64
     }
 
     /// `f(x) = sqrt(σ² · 2/F) · Σ_j [w_j cos(ω_j·x) + w'_j sin(ω_j·x)]`.
@@ -312,9 +318,9 @@ fn dot(a: &[f64], b: &[f64]) -> f64 {
 /// does not borrow the model.
 #[derive(Debug, Clone)]
 pub struct PosteriorPath {
+    /// The prior path; its kernel is the model's.
     prior: PriorPath,
     mean: f64,
-    kernel: Kernel,
     /// `1/ℓ_k²`, length `d`.
     inv_l2: Vec<f64>,
     /// Training inputs, row-major `n × d`.
@@ -364,8 +370,8 @@ impl PosteriorPath {
     }
 
     /// Conditions a given prior path on the data of `gp` (Matheron's rule), drawing the noise `ε`
-    /// from `rng` as in [`PosteriorPath::sample`]. Errors if the path's dimension differs from the
-    /// model's.
+    /// from `rng` as in [`PosteriorPath::sample`]. Errors if the path was drawn for a kernel other
+    /// than the model's (different kind, lengthscales or outputscale, or another dimension).
     pub fn from_prior<R: rand::Rng + ?Sized>(
         gp: &ExactGp,
         prior: PriorPath,
@@ -377,6 +383,12 @@ impl PosteriorPath {
             return Err(Error::dim("prior path dimension", d, prior.dim()));
         }
         check_kernel(&params.kernel)?;
+        if prior.kernel != params.kernel {
+            return Err(Error::invalid(
+                "prior path",
+                "was drawn for a different kernel than the model's",
+            ));
+        }
         let eps_var = params.noise + gp.cholesky().jitter();
         if !(eps_var.is_finite() && eps_var >= 0.0) {
             return Err(Error::invalid(
@@ -413,7 +425,6 @@ impl PosteriorPath {
         Ok(Self {
             prior,
             mean: params.mean,
-            kernel: params.kernel.clone(),
             inv_l2,
             train_x,
             v,
@@ -441,12 +452,12 @@ impl PosteriorPath {
         if x.len() != d {
             return f64::NAN;
         }
-        let kind = self.kernel.kind;
+        let kind = self.prior.kernel.kind;
         let mut upd = 0.0;
         for (xi, vi) in self.train_x.chunks_exact(d).zip(&self.v) {
             upd += vi * kind.value_r2(self.r2(x, xi));
         }
-        self.mean + self.prior.value(x) + self.kernel.outputscale * upd
+        self.mean + self.prior.value(x) + self.prior.kernel.outputscale * upd
     }
 
     /// `f_post(x)` and its gradient
@@ -461,8 +472,8 @@ impl PosteriorPath {
             return f64::NAN;
         }
         let f_prior = self.prior.value_grad(x, grad);
-        let kind = self.kernel.kind;
-        let s2 = self.kernel.outputscale;
+        let kind = self.prior.kernel.kind;
+        let s2 = self.prior.kernel.outputscale;
         let mut upd = 0.0;
         for (xi, vi) in self.train_x.chunks_exact(d).zip(&self.v) {
             let (k, dk) = kind.eval_r2(self.r2(x, xi));
