@@ -5,10 +5,12 @@ pub mod fit;
 pub mod kernel;
 pub mod likelihood;
 pub mod model;
+pub mod paths;
 pub mod transform;
 
 pub use kernel::{Kernel, KernelKind};
 pub use model::{ExactGp, GpParams, PosteriorBatch};
+pub use paths::{PosteriorPath, PriorPath};
 pub use transform::{GpModel, Transforms};
 
 use crate::error::Result;

@@ -10,7 +10,7 @@
 //! `+∞`. NaN propagates.
 
 const LOG2E: f64 = std::f64::consts::LOG2_E;
-const LN2_HI: f64 = 6.931_471_803_691_238_164_9e-1;
+const LN2_HI: f64 = 6.931_471_803_691_238e-1;
 const LN2_LO: f64 = 1.908_214_929_270_587_7e-10;
 /// 1.5·2⁵²: adding it rounds to an integer held in the low mantissa bits.
 const SHIFTER: f64 = 6_755_399_441_055_744.0;
