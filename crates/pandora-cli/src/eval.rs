@@ -7,6 +7,7 @@ use pandora_core::acquisition::{
     ExpectedImprovement, LogExpectedImprovement, OnModel, PointwiseAcquisition,
 };
 use pandora_core::gp::{ExactGp, GpParams, Kernel, KernelKind};
+use pandora_core::optim::multistart::{MultiStartOptions, MultiStartResult, maximize};
 use serde::{Deserialize, Serialize};
 use std::io::Read;
 
@@ -42,6 +43,28 @@ struct AcqSpec {
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
+struct OptimizeSpec {
+    /// Index into `acquisitions` (default 0).
+    #[serde(default)]
+    acquisition: usize,
+    /// `[lower, upper]` bounds of the search box (default the unit cube).
+    bounds: Option<[Vec<f64>; 2]>,
+    raw_samples: Option<usize>,
+    restarts: Option<usize>,
+    #[serde(default)]
+    seed: u64,
+}
+
+#[derive(Debug, Serialize)]
+struct OptimumOutput {
+    acquisition: String,
+    x: Vec<f64>,
+    value: f64,
+    evaluations: usize,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
 struct EvalInput {
     #[serde(default)]
     train_x: Vec<Vec<f64>>,
@@ -55,6 +78,7 @@ struct EvalInput {
     points: Vec<Vec<f64>>,
     #[serde(default)]
     acquisitions: Vec<AcqSpec>,
+    optimize: Option<OptimizeSpec>,
 }
 
 #[derive(Debug, Serialize)]
@@ -72,6 +96,8 @@ struct EvalOutput {
     std_gradient: Vec<Vec<f64>>,
     log_marginal_likelihood: f64,
     acquisitions: Vec<AcqOutput>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    optimum: Option<OptimumOutput>,
     jitter: f64,
 }
 
@@ -153,7 +179,17 @@ pub fn evaluate(text: &str) -> Result<serde_json::Value> {
     )
     .map_err(|e| anyhow!("{e}"))?;
     let post = gp.posterior(&points, true).map_err(|e| anyhow!("{e}"))?;
+    if let Some(o) = &input.optimize
+        && o.acquisition >= input.acquisitions.len()
+    {
+        bail!(
+            "optimize.acquisition: index {} but only {} acquisitions are given",
+            o.acquisition,
+            input.acquisitions.len()
+        );
+    }
     let mut acquisitions = Vec::new();
+    let mut optimum = None;
     for (i, spec) in input.acquisitions.iter().enumerate() {
         let best_f = |name: &str| -> Result<f64> {
             let v = spec
@@ -164,13 +200,20 @@ pub fn evaluate(text: &str) -> Result<serde_json::Value> {
             }
             Ok(v)
         };
-        let (value, gradient) = match spec.name.as_str() {
+        let opt = input
+            .optimize
+            .as_ref()
+            .filter(|o| o.acquisition == i)
+            .map(|o| optimize_settings(o, d))
+            .transpose()?;
+        let (value, gradient, best) = match spec.name.as_str() {
             "ei" => run(
                 &gp,
                 ExpectedImprovement {
                     best_f: best_f("ei")?,
                 },
                 &points,
+                opt,
             )?,
             "log_ei" => run(
                 &gp,
@@ -178,11 +221,20 @@ pub fn evaluate(text: &str) -> Result<serde_json::Value> {
                     best_f: best_f("log_ei")?,
                 },
                 &points,
+                opt,
             )?,
             other => bail!(
                 "acquisitions[{i}].name: unknown acquisition '{other}' (available: ei, log_ei)"
             ),
         };
+        if let Some(r) = best {
+            optimum = Some(OptimumOutput {
+                acquisition: spec.name.clone(),
+                x: r.x,
+                value: r.value,
+                evaluations: r.evaluations,
+            });
+        }
         acquisitions.push(AcqOutput {
             name: spec.name.clone(),
             value,
@@ -196,19 +248,53 @@ pub fn evaluate(text: &str) -> Result<serde_json::Value> {
         mean: post.mean,
         log_marginal_likelihood: gp.log_marginal_likelihood(),
         acquisitions,
+        optimum,
         jitter: gp.cholesky().jitter(),
     };
     Ok(serde_json::to_value(out)?)
 }
 
+fn optimize_settings(o: &OptimizeSpec, d: usize) -> Result<(MultiStartOptions, u64)> {
+    if o.raw_samples == Some(0) || o.restarts == Some(0) {
+        bail!("optimize: raw_samples and restarts must be at least 1");
+    }
+    let mut ms = MultiStartOptions {
+        raw_samples: o.raw_samples,
+        num_restarts: o.restarts,
+        ..MultiStartOptions::default()
+    };
+    if let Some([lo, hi]) = &o.bounds {
+        if lo.len() != d || hi.len() != d {
+            bail!("optimize.bounds: expected two arrays of {d} numbers");
+        }
+        if lo
+            .iter()
+            .zip(hi)
+            .any(|(a, b)| !(a.is_finite() && b.is_finite() && a <= b))
+        {
+            bail!("optimize.bounds: need finite lower <= upper in every dimension");
+        }
+        ms.lower = Some(lo.clone());
+        ms.upper = Some(hi.clone());
+    }
+    Ok((ms, o.seed))
+}
+
+type Evaluated = (Vec<f64>, Vec<f64>, Option<MultiStartResult>);
+
 fn run<A: PointwiseAcquisition>(
     gp: &ExactGp,
     acq: A,
     points: &[f64],
-) -> Result<(Vec<f64>, Vec<f64>)> {
-    OnModel { model: gp, acq }
-        .evaluate(points, true)
-        .map_err(|e| anyhow!("{e}"))
+    optimize: Option<(MultiStartOptions, u64)>,
+) -> Result<Evaluated> {
+    let obj = OnModel { model: gp, acq };
+    let (v, g) = obj.evaluate(points, true).map_err(|e| anyhow!("{e}"))?;
+    let best = match optimize {
+        Some((ms, seed)) => Some(maximize(&obj, &ms, seed).map_err(|e| anyhow!("optimize: {e}"))?),
+        None => None,
+    };
+    Ok((v, g, best))
 }
 
 /// Reads the request from `path` (stdin if `None` or `-`) and prints the response.
@@ -268,6 +354,20 @@ mod tests {
                 "bogus",
             ),
             (base.replace("\"points\": [[0.5, 0.5]],", ""), "points"),
+            (
+                base.replace(
+                    "\"mean\": 0.2,",
+                    "\"mean\": 0.2, \"optimize\": {\"acquisition\": 3},",
+                ),
+                "optimize.acquisition",
+            ),
+            (
+                base.replace(
+                    "\"mean\": 0.2,",
+                    "\"mean\": 0.2, \"optimize\": {\"bounds\": [[0, 0], [1]]},",
+                ),
+                "optimize.bounds",
+            ),
         ];
         for (text, field) in cases {
             let err = evaluate(&text).unwrap_err().to_string();

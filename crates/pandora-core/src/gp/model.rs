@@ -86,18 +86,45 @@ pub struct ExactGp {
     linv: OnceLock<Mat<f64>>,
 }
 
-/// `r2_i += (q − x_i)²`.
+/// Batches up to this size use direct triangular matrix-vector products (faer's triangular
+/// matrix product copies the triangle first, which dominates for a single point).
+const SMALL_BATCH: usize = 4;
+
+/// `out = L x` for lower-triangular `L` (column-major; only the lower triangle is read).
 #[multiversion(targets("x86_64+avx512f+avx2+fma", "x86_64+avx2+fma"))]
-pub(crate) fn add_squared_diff(r2: &mut [f64], x: &[f64], q: f64) {
-    for (r, &v) in r2.iter_mut().zip(x) {
-        let t = q - v;
-        *r += t * t;
+fn lower_matvec(l: faer::MatRef<'_, f64>, x: &[f64], out: &mut [f64]) {
+    let n = x.len();
+    out.fill(0.0);
+    for j in 0..n {
+        let xj = x[j];
+        let col = &l
+            .col(j)
+            .try_as_col_major()
+            .expect("contiguous column")
+            .as_slice()[j..n];
+        for (o, &c) in out[j..n].iter_mut().zip(col) {
+            *o += c * xj;
+        }
     }
 }
 
+/// `out = Lᵀ v` for lower-triangular `L`: `out_j = Σ_{i ≥ j} L_ij v_i`.
 #[multiversion(targets("x86_64+avx512f+avx2+fma", "x86_64+avx2+fma"))]
-pub(crate) fn dot(a: &[f64], b: &[f64]) -> f64 {
-    // Four accumulators let the compiler vectorize without reassociating a single sum.
+fn lower_t_matvec(l: faer::MatRef<'_, f64>, v: &[f64], out: &mut [f64]) {
+    let n = v.len();
+    for j in 0..n {
+        let col = &l
+            .col(j)
+            .try_as_col_major()
+            .expect("contiguous column")
+            .as_slice()[j..n];
+        out[j] = dot_inline(col, &v[j..n]);
+    }
+}
+
+/// Dot product with four independent accumulators (inlined into vectorized callers).
+#[inline(always)]
+fn dot_inline(a: &[f64], b: &[f64]) -> f64 {
     let mut acc = [0.0; 4];
     let ca = a.chunks_exact(4);
     let cb = b.chunks_exact(4);
@@ -112,6 +139,20 @@ pub(crate) fn dot(a: &[f64], b: &[f64]) -> f64 {
         s += x * y;
     }
     s
+}
+
+/// `r2_i += (q − x_i)²`.
+#[multiversion(targets("x86_64+avx512f+avx2+fma", "x86_64+avx2+fma"))]
+pub(crate) fn add_squared_diff(r2: &mut [f64], x: &[f64], q: f64) {
+    for (r, &v) in r2.iter_mut().zip(x) {
+        let t = q - v;
+        *r += t * t;
+    }
+}
+
+#[multiversion(targets("x86_64+avx512f+avx2+fma", "x86_64+avx2+fma"))]
+pub(crate) fn dot(a: &[f64], b: &[f64]) -> f64 {
+    dot_inline(a, b)
 }
 
 /// `(Σ a_i (q − x_i), Σ b_i (q − x_i))` with independent accumulators (vectorizes).
@@ -335,7 +376,13 @@ impl ExactGp {
         // Variance: V = L⁻¹ Kq, σ² = k(x,x) − ‖V_j‖².
         let linv = self.linv();
         let mut v = Mat::<f64>::zeros(n, m);
-        trmm(v.as_mut(), linv.as_ref(), false, kq.as_ref());
+        if m <= SMALL_BATCH {
+            for j in 0..m {
+                lower_matvec(linv.as_ref(), kq.col_as_slice(j), v.col_as_slice_mut(j));
+            }
+        } else {
+            trmm(v.as_mut(), linv.as_ref(), false, kq.as_ref());
+        }
         for j in 0..m {
             let col = v.col_as_slice(j);
             out.var[offset + j] = (s2 - dot(col, col)).max(MIN_VARIANCE);
@@ -347,7 +394,13 @@ impl ExactGp {
         //   ∂μ/∂x_k  =  (2/ℓ_k) Σ_i α_i G_ij (q̃_k − x̃_ik)
         //   ∂σ²/∂x_k = −(4/ℓ_k) Σ_i W_ij G_ij (q̃_k − x̃_ik)
         let mut w = Mat::<f64>::zeros(n, m);
-        trmm(w.as_mut(), linv.transpose(), true, v.as_ref());
+        if m <= SMALL_BATCH {
+            for j in 0..m {
+                lower_t_matvec(linv.as_ref(), v.col_as_slice(j), w.col_as_slice_mut(j));
+            }
+        } else {
+            trmm(w.as_mut(), linv.transpose(), true, v.as_ref());
+        }
         let mut a = vec![0.0; n];
         let mut b = vec![0.0; n];
         for j in 0..m {

@@ -1,0 +1,168 @@
+//! End-to-end tests of the `pandora` binary.
+
+use pandora_core::gp::{ExactGp, GpParams, Kernel, KernelKind};
+use serde_json::Value;
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+fn pandora() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_pandora"))
+}
+
+fn example_path() -> String {
+    format!("{}/../../examples/eval.json", env!("CARGO_MANIFEST_DIR"))
+}
+
+fn run_eval(args: &[&str], stdin: Option<&str>) -> (i32, String, String) {
+    let mut child = pandora()
+        .arg("eval")
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn pandora");
+    {
+        let mut si = child.stdin.take().expect("stdin");
+        if let Some(text) = stdin {
+            si.write_all(text.as_bytes()).expect("write stdin");
+        }
+    }
+    let out = child.wait_with_output().expect("wait");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn floats(v: &Value) -> Vec<f64> {
+    v.as_array()
+        .expect("array")
+        .iter()
+        .map(|x| x.as_f64().expect("number"))
+        .collect()
+}
+
+#[test]
+fn eval_round_trips_the_example_file() {
+    let (code, stdout, stderr) = run_eval(&[&example_path()], None);
+    assert_eq!(code, 0, "stderr: {stderr}");
+    let out: Value = serde_json::from_str(&stdout).expect("JSON output");
+    let req: Value =
+        serde_json::from_str(&std::fs::read_to_string(example_path()).unwrap()).unwrap();
+
+    // Recompute with the library: the CLI must report exactly the library's posterior.
+    let rows = |v: &Value| -> Vec<f64> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|r| floats(r))
+            .collect()
+    };
+    let k = &req["kernel"];
+    let kernel = Kernel::new(
+        KernelKind::parse(k["type"].as_str().unwrap()).unwrap(),
+        floats(&k["lengthscales"]),
+        k["outputscale"].as_f64().unwrap(),
+    )
+    .unwrap();
+    let gp = ExactGp::new(
+        rows(&req["train_x"]),
+        floats(&req["train_y"]),
+        GpParams {
+            kernel,
+            mean: req["mean"].as_f64().unwrap(),
+            noise: req["noise"].as_f64().unwrap(),
+        },
+    )
+    .unwrap();
+    let points = rows(&req["points"]);
+    let post = gp.posterior(&points, true).unwrap();
+    assert_eq!(floats(&out["mean"]), post.mean);
+    assert_eq!(floats(&out["std"]), post.std());
+    assert_eq!(rows(&out["mean_gradient"]), post.mean_grad);
+    assert_eq!(rows(&out["std_gradient"]), post.std_grad());
+    assert_eq!(
+        out["log_marginal_likelihood"].as_f64().unwrap(),
+        gp.log_marginal_likelihood()
+    );
+
+    // EI and LogEI agree where EI does not underflow; LogEI stays finite where it does.
+    let acqs = out["acquisitions"].as_array().unwrap();
+    assert_eq!(acqs.len(), 2);
+    let ei = floats(&acqs[0]["value"]);
+    let log_ei = floats(&acqs[1]["value"]);
+    for (e, l) in ei.iter().zip(&log_ei) {
+        assert!(l.is_finite());
+        if *e > 1e-300 {
+            assert!(
+                (e.ln() - l).abs() < 1e-10,
+                "log(EI) {} vs LogEI {l}",
+                e.ln()
+            );
+        }
+    }
+    assert_eq!(acqs[0]["gradient"].as_array().unwrap().len(), 3);
+}
+
+#[test]
+fn eval_reads_stdin_with_dash_or_no_argument() {
+    let text = std::fs::read_to_string(example_path()).unwrap();
+    let (c1, from_file, _) = run_eval(&[&example_path()], None);
+    let (c2, dash, _) = run_eval(&["-"], Some(&text));
+    let (c3, bare, _) = run_eval(&[], Some(&text));
+    assert_eq!((c1, c2, c3), (0, 0, 0));
+    assert_eq!(from_file, dash);
+    assert_eq!(from_file, bare);
+}
+
+#[test]
+fn eval_optimize_finds_a_maximum_at_least_as_good_as_the_given_points() {
+    let mut req: Value =
+        serde_json::from_str(&std::fs::read_to_string(example_path()).unwrap()).unwrap();
+    req["optimize"] = serde_json::json!({"acquisition": 1, "seed": 7});
+    let (code, stdout, stderr) = run_eval(&["-"], Some(&req.to_string()));
+    assert_eq!(code, 0, "{stderr}");
+    let out: Value = serde_json::from_str(&stdout).unwrap();
+    let best = out["optimum"]["value"].as_f64().unwrap();
+    let at_points = floats(&out["acquisitions"][1]["value"]);
+    assert!(at_points.iter().all(|v| *v <= best));
+    let x = floats(&out["optimum"]["x"]);
+    assert!(x.iter().all(|v| (0.0..=1.0).contains(v)));
+}
+
+#[test]
+fn malformed_input_is_an_error_naming_the_field() {
+    let text = std::fs::read_to_string(example_path()).unwrap();
+    let bad = text.replace("\"matern52\"", "\"matern99\"");
+    let (code, stdout, stderr) = run_eval(&["-"], Some(&bad));
+    assert_eq!(code, 2);
+    assert!(stdout.is_empty());
+    assert!(stderr.contains("kernel.type"), "{stderr}");
+    let (code, _, stderr) = run_eval(&["-"], Some("{not json"));
+    assert_eq!(code, 2);
+    assert!(stderr.starts_with("error:"), "{stderr}");
+    let (code, _, stderr) = run_eval(&["/nonexistent/request.json"], None);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("/nonexistent/request.json"), "{stderr}");
+}
+
+#[test]
+fn bench_quick_prints_json_lines() {
+    let out = pandora()
+        .args(["bench", "--quick", "--filter", "lml"])
+        .output()
+        .expect("run bench");
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON line"))
+        .collect();
+    assert!(!lines.is_empty());
+    for l in lines {
+        assert_eq!(l["bench"], "lml_grad");
+        assert!(l["median_ms"].as_f64().unwrap() > 0.0);
+    }
+}
