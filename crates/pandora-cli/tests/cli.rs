@@ -57,7 +57,7 @@ fn eval_round_trips_the_example_file() {
         v.as_array()
             .unwrap()
             .iter()
-            .flat_map(|r| floats(r))
+            .flat_map(floats)
             .collect()
     };
     let k = &req["kernel"];
