@@ -53,13 +53,7 @@ fn eval_round_trips_the_example_file() {
         serde_json::from_str(&std::fs::read_to_string(example_path()).unwrap()).unwrap();
 
     // Recompute with the library: the CLI must report exactly the library's posterior.
-    let rows = |v: &Value| -> Vec<f64> {
-        v.as_array()
-            .unwrap()
-            .iter()
-            .flat_map(floats)
-            .collect()
-    };
+    let rows = |v: &Value| -> Vec<f64> { v.as_array().unwrap().iter().flat_map(floats).collect() };
     let k = &req["kernel"];
     let kernel = Kernel::new(
         KernelKind::parse(k["type"].as_str().unwrap()).unwrap(),

@@ -106,3 +106,27 @@ fn fit_rejects_bad_input() {
     assert!(fit(&[0.1, 0.2, 0.3], &[1.0], 2, &opts, None).is_err());
     assert!(fit(&[0.1, f64::NAN], &[1.0], 2, &opts, None).is_err());
 }
+
+#[test]
+fn map_fit_with_the_papers_priors_recovers_lengthscales() {
+    let truth = Kernel::new(KernelKind::Matern52, vec![0.2, 0.4], 1.0).unwrap();
+    let (x, y) = gp_sample(&truth, 300, 1e-4, 13);
+    let f = fit(&x, &y, 2, &FitOptions::default(), None).unwrap();
+    let ls = &f.params.kernel.lengthscales;
+    assert!((ls[0] / 0.2 - 1.0).abs() < 0.3, "lengthscale 0: {}", ls[0]);
+    assert!((ls[1] / 0.4 - 1.0).abs() < 0.3, "lengthscale 1: {}", ls[1]);
+}
+
+#[test]
+fn botorch_preset_fixes_the_outputscale_and_respects_the_noise_floor() {
+    let truth = Kernel::new(KernelKind::Rbf, vec![0.3, 0.3], 1.0).unwrap();
+    let (x, y) = gp_sample(&truth, 40, 0.0, 2);
+    let f = fit(&x, &y, 2, &FitOptions::botorch(2), None).unwrap();
+    assert_eq!(f.params.kernel.outputscale, 1.0);
+    assert_eq!(f.params.kernel.kind, KernelKind::Rbf);
+    assert!(
+        f.params.noise >= 1e-4 * (1.0 - 1e-12),
+        "noise {}",
+        f.params.noise
+    );
+}

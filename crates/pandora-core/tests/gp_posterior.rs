@@ -220,3 +220,15 @@ fn prior_and_bad_input() {
             .all(|v| v.is_finite())
     );
 }
+
+#[test]
+fn predictive_variance_adds_the_noise() {
+    let gp = model(KernelKind::Matern32, 10, 2, 4);
+    let q = [0.3, 0.6, 0.9, 0.1];
+    let (m, v) = gp.predict(&q).unwrap();
+    let p = gp.posterior(&q, false).unwrap();
+    assert_eq!(m, p.mean);
+    for i in 0..2 {
+        assert_eq!(v[i], p.var[i] + gp.params().noise);
+    }
+}

@@ -178,6 +178,9 @@ pub struct FitOptions {
     pub lengthscale_bounds: (f64, f64),
     /// Bounds on the outputscale.
     pub outputscale_bounds: (f64, f64),
+    /// Hold the outputscale at this value instead of fitting it (BoTorch's current default model
+    /// has no outputscale: σ² = 1 on standardized outcomes).
+    pub fixed_outputscale: Option<f64>,
     /// Upper bound on a learned noise variance.
     pub max_noise: f64,
     /// Seed of the random restarts.
@@ -202,8 +205,24 @@ impl Default for FitOptions {
             },
             lengthscale_bounds: (1e-3, 1e4),
             outputscale_bounds: (1e-6, 1e6),
+            fixed_outputscale: None,
             max_noise: 1e2,
             seed: 0,
+        }
+    }
+}
+
+impl FitOptions {
+    /// BoTorch's current default `SingleTaskGP` for `d` inputs: RBF with ARD lengthscales under
+    /// LogNormal(√2 + ½ log d, √3), no outputscale (fixed at 1), noise learned above 1e-4 under
+    /// LogNormal(−4, 1). Meant for standardized outcomes.
+    pub fn botorch(d: usize) -> Self {
+        Self {
+            kind: KernelKind::Rbf,
+            priors: Priors::botorch(d),
+            noise: NoiseSpec::Learned { floor: 1e-4 },
+            fixed_outputscale: Some(1.0),
+            ..Self::default()
         }
     }
 }
@@ -341,6 +360,17 @@ pub fn fit(
     let mut upper = vec![opts.lengthscale_bounds.1.ln(); dim];
     lower[layout.nl] = opts.outputscale_bounds.0.ln();
     upper[layout.nl] = opts.outputscale_bounds.1.ln();
+    if let Some(v) = opts.fixed_outputscale {
+        if !(v.is_finite() && v > 0.0) {
+            return Err(Error::invalid(
+                "fixed_outputscale",
+                "must be finite and > 0",
+            ));
+        }
+        // Equal bounds fix the coordinate; L-BFGS-B never moves it.
+        lower[layout.nl] = v.ln();
+        upper[layout.nl] = v.ln();
+    }
     if let NoiseSpec::Learned { floor } = opts.noise {
         lower[layout.nl + 1] = floor.max(1e-12).ln();
         upper[layout.nl + 1] = opts.max_noise.max(floor * 10.0).ln();
@@ -350,7 +380,10 @@ pub fn fit(
     let ymean = y.iter().sum::<f64>() / n as f64;
     let yvar = (y.iter().map(|v| (v - ymean).powi(2)).sum::<f64>() / n as f64).max(1e-12);
     let default_ls = opts.priors.lengthscale.mode().unwrap_or(0.5);
-    let default_os = opts.priors.outputscale.mode().unwrap_or(yvar);
+    let default_os = opts
+        .fixed_outputscale
+        .or(opts.priors.outputscale.mode())
+        .unwrap_or(yvar);
     let default_noise = match opts.noise {
         NoiseSpec::Fixed(v) => v,
         NoiseSpec::Learned { floor } => opts.priors.noise.mode().unwrap_or(1e-3 * yvar).max(floor),

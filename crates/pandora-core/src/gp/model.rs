@@ -422,6 +422,14 @@ impl ExactGp {
         }
     }
 
+    /// Predictive mean and variance of a new *observation* at the rows of `xs`: the latent
+    /// posterior plus the observation noise, `σ²(x) + σ_n²`.
+    pub fn predict(&self, xs: &[f64]) -> Result<(Vec<f64>, Vec<f64>)> {
+        let p = self.posterior(xs, false)?;
+        let noise = self.params.noise;
+        Ok((p.mean, p.var.into_iter().map(|v| v + noise).collect()))
+    }
+
     /// Joint latent posterior covariance matrix of the rows of `xs` (`m × m`, row-major).
     pub fn posterior_covariance(&self, xs: &[f64]) -> Result<Vec<f64>> {
         let m = validate_points("points", xs, self.d)?;

@@ -231,6 +231,16 @@ impl GpModel {
     }
 }
 
+impl GpModel {
+    /// Predictive mean and variance of a new observation in raw units (latent variance plus the
+    /// observation noise, rescaled by the outcome transform).
+    pub fn predict(&self, xs: &[f64]) -> Result<(Vec<f64>, Vec<f64>)> {
+        let p = self.posterior(xs, false)?;
+        let noise = self.gp.params().noise * self.y_std * self.y_std;
+        Ok((p.mean, p.var.into_iter().map(|v| v + noise).collect()))
+    }
+}
+
 impl Posterior for GpModel {
     fn dim(&self) -> usize {
         self.lower.len()
