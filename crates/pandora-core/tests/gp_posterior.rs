@@ -228,7 +228,7 @@ fn predictive_variance_adds_the_noise() {
     let (m, v) = gp.predict(&q).unwrap();
     let p = gp.posterior(&q, false).unwrap();
     assert_eq!(m, p.mean);
-    for i in 0..2 {
-        assert_eq!(v[i], p.var[i] + gp.params().noise);
+    for (vi, pi) in v.iter().zip(&p.var) {
+        assert_eq!(*vi, pi + gp.params().noise);
     }
 }
