@@ -837,3 +837,32 @@ fn fingerprint() {
     }
     println!("{out}");
 }
+
+/// One profiling case chosen by `LBFGSB_CASE` (`a`: Rosenbrock-8 on `[−2, 0.5]⁸`, `b`: 64-D
+/// quadratic, `c`: 8-D with many active bounds), for
+/// `valgrind --tool=callgrind --toggle-collect='*minimize_with_workspace*' <test binary>
+/// profile_case --ignored`.
+#[test]
+#[ignore]
+fn profile_case() {
+    let case = std::env::var("LBFGSB_CASE").unwrap_or_else(|_| "a".into());
+    let opts = LbfgsbOptions::default();
+    let r = match case.as_str() {
+        "a" => {
+            let mut ws = LbfgsbWorkspace::new(8, opts.memory);
+            let mut x = vec![0.0; 8];
+            minimize_with_workspace(rosenbrock, &mut x, &[-2.0; 8], &[0.5; 8], &opts, &mut ws)
+        }
+        "b" => {
+            let mut ws = LbfgsbWorkspace::new(64, opts.memory);
+            let mut x = vec![0.5; 64];
+            minimize_with_workspace(quadratic64, &mut x, &[0.0; 64], &[1.0; 64], &opts, &mut ws)
+        }
+        _ => {
+            let mut ws = LbfgsbWorkspace::new(8, opts.memory);
+            let mut x = vec![0.5; 8];
+            minimize_with_workspace(many_active8, &mut x, &[0.0; 8], &[1.0; 8], &opts, &mut ws)
+        }
+    };
+    std::hint::black_box(r.unwrap());
+}

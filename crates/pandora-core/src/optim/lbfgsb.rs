@@ -190,10 +190,13 @@ pub struct LbfgsbWorkspace {
     wb: Vec<f64>,
     mwb: Vec<f64>,
     v2: Vec<f64>,
-    q2: Vec<f64>,
-    // 2m x 2m, stride 2m
-    ata: Vec<f64>,
-    nmat: Vec<f64>,
+    // m x n: memory rows reordered free variables first (subspace step)
+    zy: Vec<f64>,
+    zs: Vec<f64>,
+    // m x m, stride m: blocks of the subspace matrix and their factors
+    pj: Vec<f64>,
+    ce: Vec<f64>,
+    s2: Vec<f64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -238,9 +241,11 @@ impl LbfgsbWorkspace {
             wb: v(2 * m),
             mwb: v(2 * m),
             v2: v(2 * m),
-            q2: v(2 * m),
-            ata: v(4 * m * m),
-            nmat: v(4 * m * m),
+            zy: v(m * n),
+            zs: v(m * n),
+            pj: v(m * m),
+            ce: v(m * m),
+            s2: v(m * m),
         }
     }
 
@@ -761,56 +766,119 @@ impl Solver<'_> {
     /// Minimizes the model over the free variables (`free[..nf]`) starting from the Cauchy point
     /// and overwrites `xcp` with the result (projected, or truncated if projection does not give
     /// a descent direction).
+    ///
+    /// With `A = ZᵀW` (`Z` selects the free variables) the reduced Hessian is `θI − A M Aᵀ`, and
+    /// by Sherman–Morrison–Woodbury the Newton step on the free variables is
+    /// `du = −r/θ − A N⁻¹ Aᵀ r / θ²` with `N = M⁻¹ − AᵀA/θ`. As in the original L-BFGS-B code
+    /// (`formk`), `N` is formed directly:
+    ///
+    /// ```text
+    /// N = [ −D − YᵀZZᵀY/θ    Lᵀ − YᵀZZᵀS ]  =  [ −P  Cᵀ ]
+    ///     [  L − SᵀZZᵀY      θ S_aᵀ S_a  ]     [  C  Q  ]
+    /// ```
+    ///
+    /// (`S_a`: rows of the variables that are not free), and factored as
+    /// `N = [J 0; −Eᵀ I] diag(−I, Q + EᵀE) [Jᵀ −E; 0 I]` with `P = JJᵀ`, `E = J⁻¹Cᵀ`, using two
+    /// `k×k` Cholesky factorizations.
     fn subspace(&mut self, x: &[f64], nf: usize) {
         let k = self.k;
-        let k2 = 2 * k;
         let theta = self.theta;
         let (l, u) = (self.lower, self.upper);
         let ws = &mut *self.ws;
-        let n = ws.n;
-        // Reduced gradient r = Zᵀ(g + θ(xcp − x) − W M c), stored by position in `du`.
-        // Also v2 = Aᵀ r and ata = AᵀA with A = Zᵀ W (stride k2).
-        ws.v2[..k2].fill(0.0);
-        ws.ata[..k2 * k2].fill(0.0);
-        for pos in 0..nf {
-            let i = ws.free[pos];
-            for j in 0..k {
-                ws.wb[j] = ws.y_mem[j * n + i];
-                ws.wb[k + j] = theta * ws.s_mem[j * n + i];
-            }
-            let r = ws.g[i] + theta * (ws.xcp[i] - x[i]) - dot(&ws.wb[..k2], &ws.mc[..k2]);
-            ws.du[pos] = r;
-            for a in 0..k2 {
-                let wa = ws.wb[a];
-                ws.v2[a] += wa * r;
-                for b in a..k2 {
-                    ws.ata[a * k2 + b] += wa * ws.wb[b];
+        let (n, m) = (ws.n, ws.m);
+        let inv_theta = 1.0 / theta;
+        // Gather the memory rows so that, for pair j, zy/zs[j*n ..][..nf] are the free variables
+        // and zs[j*n ..][nf..n] the others (in index order).
+        {
+            let mut pos = 0;
+            let mut apos = nf;
+            for i in 0..n {
+                let p = if ws.state[i] == VarState::Free {
+                    pos += 1;
+                    pos - 1
+                } else {
+                    apos += 1;
+                    apos - 1
+                };
+                for j in 0..k {
+                    ws.zy[j * n + p] = ws.y_mem[j * n + i];
+                    ws.zs[j * n + p] = ws.s_mem[j * n + i];
                 }
             }
         }
-        for a in 0..k2 {
-            for b in 0..a {
-                ws.ata[a * k2 + b] = ws.ata[b * k2 + a];
+        // Reduced gradient r = Zᵀ(g + θ(xcp − x) − W M c), stored by position in `du`.
+        for pos in 0..nf {
+            let i = ws.free[pos];
+            let mut wmc = 0.0;
+            for j in 0..k {
+                wmc += ws.zy[j * n + pos] * ws.mc[j] + theta * ws.zs[j * n + pos] * ws.mc[k + j];
+            }
+            ws.du[pos] = ws.g[i] + theta * (ws.xcp[i] - x[i]) - wmc;
+        }
+        // v = Aᵀ r
+        for j in 0..k {
+            let zy = &ws.zy[j * n..j * n + nf];
+            let zs = &ws.zs[j * n..j * n + nf];
+            ws.v2[j] = dot(zy, &ws.du[..nf]);
+            ws.v2[k + j] = theta * dot(zs, &ws.du[..nf]);
+        }
+        // P = D + YᵀZZᵀY/θ (lower triangle), C = L − SᵀZZᵀY, Q = θ S_aᵀS_a (lower triangle).
+        for a in 0..k {
+            let ya = &ws.zy[a * n..a * n + nf];
+            let sa = &ws.zs[a * n..(a + 1) * n];
+            for b in 0..=a {
+                let yb = &ws.zy[b * n..b * n + nf];
+                let sb = &ws.zs[b * n..(b + 1) * n];
+                let mut pab = dot(ya, yb) * inv_theta;
+                if a == b {
+                    pab += ws.sy[a * m + a];
+                }
+                ws.pj[a * m + b] = pab;
+                ws.s2[a * m + b] = theta * dot(&sa[nf..], &sb[nf..]);
+            }
+            for b in 0..k {
+                let yb = &ws.zy[b * n..b * n + nf];
+                let lab = if a > b { ws.sy[a * m + b] } else { 0.0 };
+                ws.ce[a * m + b] = lab - dot(&sa[..nf], yb);
             }
         }
-        // q2 = M v2; nmat = I − (1/θ) M AᵀA (column j from M · (AᵀA)_j, symmetric AᵀA).
-        apply_m(&ws.tchol, &ws.sy, ws.m, k, &ws.v2[..k2], &mut ws.q2[..k2]);
-        for j in 0..k2 {
-            apply_m(
-                &ws.tchol,
-                &ws.sy,
-                ws.m,
-                k,
-                &ws.ata[j * k2..(j + 1) * k2],
-                &mut ws.mwb[..k2],
-            );
-            for r in 0..k2 {
-                let delta = if r == j { 1.0 } else { 0.0 };
-                ws.nmat[r * k2 + j] = delta - ws.mwb[r] / theta;
-            }
-        }
-        if !lu_solve(&mut ws.nmat[..k2 * k2], k2, &mut ws.q2[..k2]) {
+        if !cholesky(&mut ws.pj, m, k) {
             return; // keep the Cauchy point
+        }
+        // Rows of ce become the columns of E = J⁻¹Cᵀ; then S₂ = Q + EᵀE.
+        for a in 0..k {
+            forward_sub(&ws.pj, m, k, &mut ws.ce[a * m..a * m + k]);
+        }
+        for a in 0..k {
+            for b in 0..=a {
+                ws.s2[a * m + b] += dot(&ws.ce[a * m..a * m + k], &ws.ce[b * m..b * m + k]);
+            }
+        }
+        if !cholesky(&mut ws.s2, m, k) {
+            return;
+        }
+        // Solve N q = v: w1 = J⁻¹v1, q2 = S₂⁻¹(v2 + Eᵀw1), q1 = J⁻ᵀ(E q2 − w1).
+        let (v1, v2) = ws.v2[..2 * k].split_at_mut(k);
+        forward_sub(&ws.pj, m, k, v1);
+        for a in 0..k {
+            v2[a] += dot(&ws.ce[a * m..a * m + k], v1);
+        }
+        forward_sub(&ws.s2, m, k, v2);
+        backward_sub(&ws.s2, m, k, v2);
+        for t in 0..k {
+            v1[t] = -v1[t];
+        }
+        for a in 0..k {
+            let qa = v2[a];
+            let ea = &ws.ce[a * m..a * m + k];
+            for t in 0..k {
+                v1[t] += ea[t] * qa;
+            }
+        }
+        backward_sub(&ws.pj, m, k, v1);
+        let q = &ws.v2[..2 * k];
+        if !q.iter().all(|v| v.is_finite()) {
+            return;
         }
         // du = −r/θ − (1/θ²) A q
         let mut dd = 0.0;
@@ -825,7 +893,7 @@ impl Solver<'_> {
             let i = ws.free[pos];
             let mut wq = 0.0;
             for j in 0..k {
-                wq += ws.y_mem[j * n + i] * ws.q2[j] + theta * ws.s_mem[j * n + i] * ws.q2[k + j];
+                wq += ws.zy[j * n + pos] * q[j] + theta * ws.zs[j * n + pos] * q[k + j];
             }
             let d = -ws.du[pos] / theta - wq / (theta * theta);
             finite &= d.is_finite();
@@ -1217,51 +1285,43 @@ fn apply_m(tchol: &[f64], sy: &[f64], m: usize, k: usize, v: &[f64], out: &mut [
     }
 }
 
-/// Solves `A z = b` in place (`A` is `n×n` row-major, overwritten) by Gaussian elimination with
-/// partial pivoting. Returns false if `A` is numerically singular.
-fn lu_solve(a: &mut [f64], n: usize, b: &mut [f64]) -> bool {
-    let scale = a.iter().fold(0.0_f64, |s, v| s.max(v.abs()));
-    if !(scale > 0.0) || !scale.is_finite() {
-        return false;
-    }
-    for col in 0..n {
-        let mut piv = col;
-        let mut best = a[col * n + col].abs();
-        for r in col + 1..n {
-            let v = a[r * n + col].abs();
-            if v > best {
-                best = v;
-                piv = r;
-            }
+/// Cholesky factorization in place of the leading `k×k` block of the symmetric matrix `a`
+/// (stride `m`; only the lower triangle is read and written). False if not positive definite.
+fn cholesky(a: &mut [f64], m: usize, k: usize) -> bool {
+    for i in 0..k {
+        let (above, rest) = a.split_at_mut(i * m);
+        let rowi = &mut rest[..i + 1];
+        for j in 0..i {
+            let rowj = &above[j * m..j * m + j + 1];
+            rowi[j] = (rowi[j] - dot(&rowi[..j], &rowj[..j])) / rowj[j];
         }
-        if !(best > 1e-13 * scale) {
+        let d = rowi[i] - dot(&rowi[..i], &rowi[..i]);
+        if !(d > 0.0) || !d.is_finite() {
             return false;
         }
-        if piv != col {
-            for j in 0..n {
-                a.swap(col * n + j, piv * n + j);
-            }
-            b.swap(col, piv);
-        }
-        let d = a[col * n + col];
-        for r in col + 1..n {
-            let fct = a[r * n + col] / d;
-            if fct != 0.0 {
-                for j in col..n {
-                    a[r * n + j] -= fct * a[col * n + j];
-                }
-                b[r] -= fct * b[col];
-            }
+        rowi[i] = d.sqrt();
+    }
+    true
+}
+
+/// Solves `L z = b` in place for the lower-triangular `k×k` factor `l` (stride `m`).
+fn forward_sub(l: &[f64], m: usize, k: usize, b: &mut [f64]) {
+    for i in 0..k {
+        let row = &l[i * m..i * m + i + 1];
+        b[i] = (b[i] - dot(&row[..i], &b[..i])) / row[i];
+    }
+}
+
+/// Solves `Lᵀ z = b` in place for the lower-triangular `k×k` factor `l` (stride `m`).
+fn backward_sub(l: &[f64], m: usize, k: usize, b: &mut [f64]) {
+    for i in (0..k).rev() {
+        let bi = b[i] / l[i * m + i];
+        b[i] = bi;
+        let row = &l[i * m..i * m + i];
+        for (bj, lij) in b[..i].iter_mut().zip(row) {
+            *bj -= lij * bi;
         }
     }
-    for r in (0..n).rev() {
-        let mut t = b[r];
-        for j in r + 1..n {
-            t -= a[r * n + j] * b[j];
-        }
-        b[r] = t / a[r * n + r];
-    }
-    b.iter().all(|v| v.is_finite())
 }
 
 #[cfg(test)]
