@@ -181,6 +181,7 @@ pub struct LbfgsbWorkspace {
     // m x m, row-major with stride m
     ss: Vec<f64>,
     sy: Vec<f64>,
+    yy: Vec<f64>,
     tchol: Vec<f64>,
     // length 2m
     p: Vec<f64>,
@@ -190,9 +191,6 @@ pub struct LbfgsbWorkspace {
     wb: Vec<f64>,
     mwb: Vec<f64>,
     v2: Vec<f64>,
-    // m x n: memory rows reordered free variables first (subspace step)
-    zy: Vec<f64>,
-    zs: Vec<f64>,
     // m x m, stride m: blocks of the subspace matrix and their factors
     pj: Vec<f64>,
     ce: Vec<f64>,
@@ -233,6 +231,7 @@ impl LbfgsbWorkspace {
             y_mem: v(m * n),
             ss: v(m * m),
             sy: v(m * m),
+            yy: v(m * m),
             tchol: v(m * m),
             p: v(2 * m),
             c: v(2 * m),
@@ -241,8 +240,6 @@ impl LbfgsbWorkspace {
             wb: v(2 * m),
             mwb: v(2 * m),
             v2: v(2 * m),
-            zy: v(m * n),
-            zs: v(m * n),
             pj: v(m * m),
             ce: v(m * m),
             s2: v(m * m),
@@ -566,6 +563,7 @@ impl Solver<'_> {
                 for j in 0..m - 1 {
                     ws.ss[i * m + j] = ws.ss[(i + 1) * m + j + 1];
                     ws.sy[i * m + j] = ws.sy[(i + 1) * m + j + 1];
+                    ws.yy[i * m + j] = ws.yy[(i + 1) * m + j + 1];
                 }
             }
             self.k -= 1;
@@ -581,6 +579,9 @@ impl Solver<'_> {
             ws.ss[j * m + k] = ssv;
             ws.sy[k * m + j] = dot(&ws.xt, yj);
             ws.sy[j * m + k] = dot(sj, &ws.gt);
+            let yyv = if j == k { yy } else { dot(&ws.gt, yj) };
+            ws.yy[k * m + j] = yyv;
+            ws.yy[j * m + k] = yyv;
         }
         self.k = k + 1;
         self.theta = yy / sy;
@@ -777,9 +778,12 @@ impl Solver<'_> {
     ///     [  L − SᵀZZᵀY      θ S_aᵀ S_a  ]     [  C  Q  ]
     /// ```
     ///
-    /// (`S_a`: rows of the variables that are not free), and factored as
-    /// `N = [J 0; −Eᵀ I] diag(−I, Q + EᵀE) [Jᵀ −E; 0 I]` with `P = JJᵀ`, `E = J⁻¹Cᵀ`, using two
-    /// `k×k` Cholesky factorizations.
+    /// (`S_a`: rows of the variables that are not free). The products over the free variables
+    /// are taken from the stored `YᵀY`, `SᵀY`, `SᵀS` minus the contribution of the other
+    /// variables, or summed directly, whichever set is smaller. `N` is factored as
+    /// `N = [J 0; −Eᵀ I] diag(−I, Q + EᵀE) [Jᵀ −E; 0 I]` with `P = JJᵀ`, `E = J⁻¹Cᵀ` (two `k×k`
+    /// Cholesky factorizations). With no bound active, `Q = 0` and `C = −R` (`R` the upper
+    /// triangle of `SᵀY`), and `N q = v` is solved with two triangular solves instead.
     fn subspace(&mut self, x: &[f64], nf: usize) {
         let k = self.k;
         let theta = self.theta;
@@ -787,117 +791,130 @@ impl Solver<'_> {
         let ws = &mut *self.ws;
         let (n, m) = (ws.n, ws.m);
         let inv_theta = 1.0 / theta;
-        // Gather the memory rows so that, for pair j, zy/zs[j*n ..][..nf] are the free variables
-        // and zs[j*n ..][nf..n] the others (in index order).
-        {
-            let mut pos = 0;
-            let mut apos = nf;
-            for i in 0..n {
-                let p = if ws.state[i] == VarState::Free {
-                    pos += 1;
-                    pos - 1
-                } else {
-                    apos += 1;
-                    apos - 1
-                };
-                for j in 0..k {
-                    ws.zy[j * n + p] = ws.y_mem[j * n + i];
-                    ws.zs[j * n + p] = ws.s_mem[j * n + i];
-                }
+        let na = n - nf;
+        // Reduced gradient r = Zᵀ(g + θ(xcp − x) − W M c), by index in `du` (0 if not free).
+        // ws.wb holds θ·(M c)₂ so that W M c = Y (M c)₁ + S wb.
+        for j in 0..k {
+            ws.wb[j] = theta * ws.mc[k + j];
+        }
+        for i in 0..n {
+            ws.du[i] = ws.g[i] + theta * (ws.xcp[i] - x[i]);
+        }
+        for j in 0..k {
+            let (yj, sj) = (&ws.y_mem[j * n..(j + 1) * n], &ws.s_mem[j * n..(j + 1) * n]);
+            let (cy, cs) = (ws.mc[j], ws.wb[j]);
+            for ((d, yi), si) in ws.du.iter_mut().zip(yj).zip(sj) {
+                *d -= yi * cy + si * cs;
             }
         }
-        // Reduced gradient r = Zᵀ(g + θ(xcp − x) − W M c), stored by position in `du`.
-        for pos in 0..nf {
-            let i = ws.free[pos];
-            let mut wmc = 0.0;
-            for j in 0..k {
-                wmc += ws.zy[j * n + pos] * ws.mc[j] + theta * ws.zs[j * n + pos] * ws.mc[k + j];
+        for i in 0..n {
+            if ws.state[i] != VarState::Free {
+                ws.du[i] = 0.0;
             }
-            ws.du[pos] = ws.g[i] + theta * (ws.xcp[i] - x[i]) - wmc;
         }
         // v = Aᵀ r
         for j in 0..k {
-            let zy = &ws.zy[j * n..j * n + nf];
-            let zs = &ws.zs[j * n..j * n + nf];
-            ws.v2[j] = dot(zy, &ws.du[..nf]);
-            ws.v2[k + j] = theta * dot(zs, &ws.du[..nf]);
+            ws.v2[j] = dot(&ws.y_mem[j * n..(j + 1) * n], &ws.du);
+            ws.v2[k + j] = theta * dot(&ws.s_mem[j * n..(j + 1) * n], &ws.du);
         }
-        // P = D + YᵀZZᵀY/θ (lower triangle), C = L − SᵀZZᵀY, Q = θ S_aᵀS_a (lower triangle).
+        // Products over the smaller of the two sets: YᵀY in pj, SᵀY in ce, SᵀS in s2 (lower
+        // triangles of the symmetric ones).
+        let sum_free = nf < na;
         for a in 0..k {
-            let ya = &ws.zy[a * n..a * n + nf];
-            let sa = &ws.zs[a * n..(a + 1) * n];
-            for b in 0..=a {
-                let yb = &ws.zy[b * n..b * n + nf];
-                let sb = &ws.zs[b * n..(b + 1) * n];
-                let mut pab = dot(ya, yb) * inv_theta;
-                if a == b {
-                    pab += ws.sy[a * m + a];
+            ws.pj[a * m..a * m + k].fill(0.0);
+            ws.ce[a * m..a * m + k].fill(0.0);
+            ws.s2[a * m..a * m + k].fill(0.0);
+        }
+        if na > 0 {
+            for i in 0..n {
+                if (ws.state[i] == VarState::Free) != sum_free {
+                    continue;
                 }
-                ws.pj[a * m + b] = pab;
-                ws.s2[a * m + b] = theta * dot(&sa[nf..], &sb[nf..]);
+                let (cy, cs) = ws.wb[..2 * k].split_at_mut(k);
+                for j in 0..k {
+                    cy[j] = ws.y_mem[j * n + i];
+                    cs[j] = ws.s_mem[j * n + i];
+                }
+                for a in 0..k {
+                    let (ya, sa) = (cy[a], cs[a]);
+                    let row = a * m;
+                    for b in 0..=a {
+                        ws.pj[row + b] += ya * cy[b];
+                        ws.s2[row + b] += sa * cs[b];
+                    }
+                    for b in 0..k {
+                        ws.ce[row + b] += sa * cy[b];
+                    }
+                }
+            }
+        }
+        // P = D + YᵀZZᵀY/θ, C = L − SᵀZZᵀY, Q = θ S_aᵀS_a.
+        for a in 0..k {
+            let row = a * m;
+            for b in 0..=a {
+                let (yy_f, ss_a) = if sum_free {
+                    (ws.pj[row + b], ws.ss[row + b] - ws.s2[row + b])
+                } else {
+                    (ws.yy[row + b] - ws.pj[row + b], ws.s2[row + b])
+                };
+                let d = if a == b { ws.sy[row + a] } else { 0.0 };
+                ws.pj[row + b] = d + yy_f * inv_theta;
+                ws.s2[row + b] = theta * ss_a;
             }
             for b in 0..k {
-                let yb = &ws.zy[b * n..b * n + nf];
-                let lab = if a > b { ws.sy[a * m + b] } else { 0.0 };
-                ws.ce[a * m + b] = lab - dot(&sa[..nf], yb);
+                let t = ws.ce[row + b];
+                ws.ce[row + b] = if sum_free {
+                    let lab = if a > b { ws.sy[row + b] } else { 0.0 };
+                    lab - t
+                } else if a > b {
+                    // L − (SᵀY − S_aᵀY_a) below the diagonal, where L equals SᵀY.
+                    t
+                } else {
+                    t - ws.sy[row + b]
+                };
             }
         }
-        if !cholesky(&mut ws.pj, m, k) {
+        let ok = if na == 0 {
+            solve_unconstrained_middle(&ws.pj, &ws.ce, m, k, &mut ws.v2[..2 * k])
+        } else {
+            solve_middle(
+                &mut ws.pj,
+                &mut ws.ce,
+                &mut ws.s2,
+                m,
+                k,
+                &mut ws.v2[..2 * k],
+            )
+        };
+        if !ok {
             return; // keep the Cauchy point
         }
-        // Rows of ce become the columns of E = J⁻¹Cᵀ; then S₂ = Q + EᵀE.
-        for a in 0..k {
-            forward_sub(&ws.pj, m, k, &mut ws.ce[a * m..a * m + k]);
-        }
-        for a in 0..k {
-            for b in 0..=a {
-                ws.s2[a * m + b] += dot(&ws.ce[a * m..a * m + k], &ws.ce[b * m..b * m + k]);
-            }
-        }
-        if !cholesky(&mut ws.s2, m, k) {
-            return;
-        }
-        // Solve N q = v: w1 = J⁻¹v1, q2 = S₂⁻¹(v2 + Eᵀw1), q1 = J⁻ᵀ(E q2 − w1).
-        let (v1, v2) = ws.v2[..2 * k].split_at_mut(k);
-        forward_sub(&ws.pj, m, k, v1);
-        for a in 0..k {
-            v2[a] += dot(&ws.ce[a * m..a * m + k], v1);
-        }
-        forward_sub(&ws.s2, m, k, v2);
-        backward_sub(&ws.s2, m, k, v2);
-        for t in 0..k {
-            v1[t] = -v1[t];
-        }
-        for a in 0..k {
-            let qa = v2[a];
-            let ea = &ws.ce[a * m..a * m + k];
-            for t in 0..k {
-                v1[t] += ea[t] * qa;
-            }
-        }
-        backward_sub(&ws.pj, m, k, v1);
-        let q = &ws.v2[..2 * k];
-        if !q.iter().all(|v| v.is_finite()) {
-            return;
-        }
         // du = −r/θ − (1/θ²) A q
-        let mut dd = 0.0;
+        let q = &ws.v2[..2 * k];
+        for j in 0..k {
+            ws.wb[j] = q[j] * inv_theta;
+            ws.wb[k + j] = q[k + j];
+        }
+        for i in 0..n {
+            ws.du[i] *= -1.0;
+        }
+        for j in 0..k {
+            let (yj, sj) = (&ws.y_mem[j * n..(j + 1) * n], &ws.s_mem[j * n..(j + 1) * n]);
+            let (cy, cs) = (ws.wb[j], ws.wb[k + j]);
+            for ((d, yi), si) in ws.du.iter_mut().zip(yj).zip(sj) {
+                *d -= yi * cy + si * cs;
+            }
+        }
+        let mut dd_proj = 0.0;
+        let mut finite = true;
         for i in 0..n {
             if ws.state[i] != VarState::Free {
-                dd += (ws.xcp[i] - x[i]) * ws.g[i];
+                dd_proj += (ws.xcp[i] - x[i]) * ws.g[i];
+                continue;
             }
-        }
-        let mut dd_proj = dd;
-        let mut finite = true;
-        for pos in 0..nf {
-            let i = ws.free[pos];
-            let mut wq = 0.0;
-            for j in 0..k {
-                wq += ws.zy[j * n + pos] * q[j] + theta * ws.zs[j * n + pos] * q[k + j];
-            }
-            let d = -ws.du[pos] / theta - wq / (theta * theta);
+            let d = ws.du[i] * inv_theta;
             finite &= d.is_finite();
-            ws.du[pos] = d;
+            ws.du[i] = d;
             let xb = (ws.xcp[i] + d).clamp(l[i], u[i]);
             dd_proj += (xb - x[i]) * ws.g[i];
         }
@@ -907,13 +924,13 @@ impl Solver<'_> {
         if dd_proj < 0.0 {
             for pos in 0..nf {
                 let i = ws.free[pos];
-                ws.xcp[i] = (ws.xcp[i] + ws.du[pos]).clamp(l[i], u[i]);
+                ws.xcp[i] = (ws.xcp[i] + ws.du[i]).clamp(l[i], u[i]);
             }
         } else {
             let mut alpha: f64 = 1.0;
             for pos in 0..nf {
                 let i = ws.free[pos];
-                let d = ws.du[pos];
+                let d = ws.du[i];
                 if d > 0.0 && u[i].is_finite() {
                     alpha = alpha.min((u[i] - ws.xcp[i]) / d);
                 } else if d < 0.0 && l[i].is_finite() {
@@ -923,7 +940,7 @@ impl Solver<'_> {
             let alpha = alpha.max(0.0);
             for pos in 0..nf {
                 let i = ws.free[pos];
-                ws.xcp[i] = (ws.xcp[i] + alpha * ws.du[pos]).clamp(l[i], u[i]);
+                ws.xcp[i] = (ws.xcp[i] + alpha * ws.du[i]).clamp(l[i], u[i]);
             }
         }
     }
@@ -1283,6 +1300,86 @@ fn apply_m(tchol: &[f64], sy: &[f64], m: usize, k: usize, v: &[f64], out: &mut [
         }
         a[j] = t / sy[j * m + j] - a[j];
     }
+}
+
+/// Solves `N q = v` in place for `N = [−P Cᵀ; C Q]` (all blocks `k×k`, stride `m`; `P`, `Q`
+/// symmetric with their lower triangles stored). `P` and `Q` are overwritten by the Cholesky
+/// factors `J` of `P` and of `Q + EᵀE`, and row `a` of `c` by column `a` of `E = J⁻¹Cᵀ`.
+/// False if a factorization fails or the result is not finite.
+fn solve_middle(
+    p: &mut [f64],
+    c: &mut [f64],
+    q: &mut [f64],
+    m: usize,
+    k: usize,
+    v: &mut [f64],
+) -> bool {
+    if !cholesky(p, m, k) {
+        return false;
+    }
+    for a in 0..k {
+        forward_sub(p, m, k, &mut c[a * m..a * m + k]);
+    }
+    for a in 0..k {
+        let ea = &c[a * m..a * m + k];
+        for b in 0..=a {
+            q[a * m + b] += dot(ea, &c[b * m..b * m + k]);
+        }
+    }
+    if !cholesky(q, m, k) {
+        return false;
+    }
+    // w1 = J⁻¹v1, q2 = S₂⁻¹(v2 + Eᵀw1), q1 = J⁻ᵀ(E q2 − w1).
+    let (v1, v2) = v.split_at_mut(k);
+    forward_sub(p, m, k, v1);
+    for a in 0..k {
+        v2[a] += dot(&c[a * m..a * m + k], v1);
+    }
+    forward_sub(q, m, k, v2);
+    backward_sub(q, m, k, v2);
+    for t in v1.iter_mut() {
+        *t = -*t;
+    }
+    for a in 0..k {
+        let qa = v2[a];
+        for (t, e) in v1.iter_mut().zip(&c[a * m..a * m + k]) {
+            *t += e * qa;
+        }
+    }
+    backward_sub(p, m, k, v1);
+    v.iter().all(|t| t.is_finite())
+}
+
+/// [`solve_middle`] when no variable is bound: `Q = 0` and `C` is upper triangular, so
+/// `C q1 = v2` and `Cᵀ q2 = v1 + P q1` are triangular solves (`p`, `c` are not modified).
+fn solve_unconstrained_middle(p: &[f64], c: &[f64], m: usize, k: usize, v: &mut [f64]) -> bool {
+    let (v1, v2) = v.split_at_mut(k);
+    // q1 = C⁻¹ v2 (backward substitution), stored in v2.
+    for a in (0..k).rev() {
+        let row = &c[a * m..a * m + k];
+        let t = v2[a] - dot(&row[a + 1..], &v2[a + 1..k]);
+        v2[a] = t / row[a];
+    }
+    // v1 += P q1 with P symmetric (lower triangle stored).
+    for a in 0..k {
+        let row = &p[a * m..a * m + a + 1];
+        let mut t = dot(row, &v2[..=a]);
+        for b in a + 1..k {
+            t += p[b * m + a] * v2[b];
+        }
+        v1[a] += t;
+    }
+    // Cᵀ q2 = v1 (forward substitution over the columns of C).
+    for a in 0..k {
+        let mut t = v1[a];
+        for b in 0..a {
+            t -= c[b * m + a] * v1[b];
+        }
+        v1[a] = t / c[a * m + a];
+    }
+    // q = [q1; q2]: q1 is in v2 and q2 in v1.
+    v1.swap_with_slice(v2);
+    v.iter().all(|t| t.is_finite())
 }
 
 /// Cholesky factorization in place of the leading `k×k` block of the symmetric matrix `a`
