@@ -560,11 +560,10 @@ impl Solver<'_> {
             ws.s_mem.copy_within(n.., 0);
             ws.y_mem.copy_within(n.., 0);
             for i in 0..m - 1 {
-                for j in 0..m - 1 {
-                    ws.ss[i * m + j] = ws.ss[(i + 1) * m + j + 1];
-                    ws.sy[i * m + j] = ws.sy[(i + 1) * m + j + 1];
-                    ws.yy[i * m + j] = ws.yy[(i + 1) * m + j + 1];
-                }
+                let src = (i + 1) * m + 1..(i + 2) * m;
+                ws.ss.copy_within(src.clone(), i * m);
+                ws.sy.copy_within(src.clone(), i * m);
+                ws.yy.copy_within(src, i * m);
             }
             self.k -= 1;
         }
@@ -838,12 +837,14 @@ impl Solver<'_> {
                 for a in 0..k {
                     let (ya, sa) = (cy[a], cs[a]);
                     let row = a * m;
-                    for b in 0..=a {
-                        ws.pj[row + b] += ya * cy[b];
-                        ws.s2[row + b] += sa * cs[b];
+                    for (t, c) in ws.pj[row..=row + a].iter_mut().zip(&cy[..=a]) {
+                        *t += ya * c;
                     }
-                    for b in 0..k {
-                        ws.ce[row + b] += sa * cy[b];
+                    for (t, c) in ws.s2[row..=row + a].iter_mut().zip(&cs[..=a]) {
+                        *t += sa * c;
+                    }
+                    for (t, c) in ws.ce[row..row + k].iter_mut().zip(&cy[..k]) {
+                        *t += sa * c;
                     }
                 }
             }
@@ -1276,28 +1277,26 @@ fn apply_m(tchol: &[f64], sy: &[f64], m: usize, k: usize, v: &[f64], out: &mut [
     }
     // rhs = v2 + L D⁻¹ v1, then forward and backward substitution with the Cholesky factor.
     for i in 0..k {
-        let mut t = v2[i];
-        for j in 0..i {
-            t += sy[i * m + j] * a[j];
-        }
-        for j in 0..i {
-            t -= tchol[i * m + j] * b[j];
-        }
-        b[i] = t / tchol[i * m + i];
+        let (sy_i, t_i) = (&sy[i * m..i * m + i], &tchol[i * m..=i * m + i]);
+        let t = sy_i
+            .iter()
+            .zip(&a[..i])
+            .fold(v2[i], |t, (l, aj)| t + l * aj);
+        let t = t_i[..i]
+            .iter()
+            .zip(&b[..i])
+            .fold(t, |t, (c, bj)| t - c * bj);
+        b[i] = t / t_i[i];
     }
     for i in (0..k).rev() {
-        let mut t = b[i];
-        for j in i + 1..k {
-            t -= tchol[j * m + i] * b[j];
-        }
+        let col = tchol[i..k * m].iter().step_by(m).skip(i + 1);
+        let t = col.zip(&b[i + 1..k]).fold(b[i], |t, (c, bj)| t - c * bj);
         b[i] = t / tchol[i * m + i];
     }
-    // a = D⁻¹ (Lᵀ b − v1) = D⁻¹ Lᵀ b − D⁻¹ v1
+    // a = D⁻¹ (Lᵀ b − v1) = D⁻¹ Lᵀ b − D⁻¹ v1 (column j of L read with stride m).
     for j in 0..k {
-        let mut t = 0.0;
-        for i in j + 1..k {
-            t += sy[i * m + j] * b[i];
-        }
+        let col = sy[j..k * m].iter().step_by(m).skip(j + 1);
+        let t = col.zip(&b[j + 1..k]).fold(0.0, |t, (l, bi)| t + l * bi);
         a[j] = t / sy[j * m + j] - a[j];
     }
 }
