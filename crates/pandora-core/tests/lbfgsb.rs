@@ -721,3 +721,148 @@ fn nan_gradient_with_finite_value_is_rejected() {
     assert!(x[0] <= 1.0, "{x:?}");
     assert!(r.f.is_finite() && r.f < 16.0, "{r:?}");
 }
+
+/// The 64-D bounded quadratic of the profiling cases: `Σ wᵢ (xᵢ − cᵢ)² + 0.1 Σ xᵢ xᵢ₊₁`.
+fn quadratic64(x: &[f64], g: &mut [f64]) -> f64 {
+    let n = x.len();
+    let mut v = 0.0;
+    for i in 0..n {
+        let c = -1.0 + 3.0 * ((i * 37) % n) as f64 / n as f64;
+        let w = 1.0 + (i % 5) as f64;
+        v += w * (x[i] - c) * (x[i] - c);
+        g[i] = 2.0 * w * (x[i] - c);
+    }
+    for i in 0..n - 1 {
+        v += 0.1 * x[i] * x[i + 1];
+        g[i] += 0.1 * x[i + 1];
+        g[i + 1] += 0.1 * x[i];
+    }
+    v
+}
+
+/// An 8-D coupled problem whose minimizer has six of eight variables on a bound:
+/// `Σ wᵢ (xᵢ − cᵢ)² + Σ (xᵢ₊₁ − xᵢ²)²` on `[0, 1]⁸`.
+fn many_active8(x: &[f64], g: &mut [f64]) -> f64 {
+    const C: [f64; 8] = [-1.0, 2.0, 0.3, -0.5, 1.5, 0.6, -2.0, 3.0];
+    let n = x.len();
+    let mut v = 0.0;
+    for i in 0..n {
+        let w = 1.0 + 0.5 * i as f64;
+        v += w * (x[i] - C[i]) * (x[i] - C[i]);
+        g[i] = 2.0 * w * (x[i] - C[i]);
+    }
+    for i in 0..n - 1 {
+        let a = x[i + 1] - x[i] * x[i];
+        v += a * a;
+        g[i] -= 4.0 * x[i] * a;
+        g[i + 1] += 2.0 * a;
+    }
+    v
+}
+
+/// The three solves used to profile the solver (`valgrind --tool=callgrind`): pins their
+/// iteration and evaluation counts so that speed work cannot silently change the iterates.
+#[test]
+fn profiling_cases_are_stable() {
+    let opts = LbfgsbOptions::default();
+    // (a) bounded Rosenbrock-8 on [−2, 0.5]⁸ from 0.
+    let mut x = vec![0.0; 8];
+    let r = minimize(rosenbrock, &mut x, &[-2.0; 8], &[0.5; 8], &opts).unwrap();
+    assert_eq!((r.iterations, r.evaluations), (15, 18), "{r:?}");
+    assert!((r.f - 5.615019203752928).abs() < 1e-12, "{r:?}");
+    // (b) 64-D bounded quadratic on [0, 1]⁶⁴ from 0.5.
+    let mut x = vec![0.5; 64];
+    let r = minimize(quadratic64, &mut x, &[0.0; 64], &[1.0; 64], &opts).unwrap();
+    assert_eq!((r.iterations, r.evaluations), (10, 11), "{r:?}");
+    assert!((r.f - 41.282626303381015).abs() < 1e-12, "{r:?}");
+    // (c) 8-D with most variables on bounds, from 0.5.
+    let mut x = vec![0.5; 8];
+    let r = minimize(many_active8, &mut x, &[0.0; 8], &[1.0; 8], &opts).unwrap();
+    assert_eq!((r.iterations, r.evaluations), (8, 9), "{r:?}");
+    assert!((r.f - 41.489173114360476).abs() < 1e-12, "{r:?}");
+    let active = x.iter().filter(|&&v| v == 0.0 || v == 1.0).count();
+    assert_eq!(active, 4, "{x:?}");
+}
+
+/// Prints a bitwise fingerprint of many solves (compare before/after a refactor with `diff`).
+#[test]
+#[ignore]
+fn fingerprint() {
+    let mut out = String::new();
+    let mut add = |name: &str, r: &pandora_core::optim::lbfgsb::LbfgsbResult, x: &[f64]| {
+        let xs: Vec<String> = x.iter().map(|v| format!("{:016x}", v.to_bits())).collect();
+        out += &format!(
+            "{name} it={} ev={} st={:?} f={:e} fb={:016x} x={}\n",
+            r.iterations,
+            r.evaluations,
+            r.status,
+            r.f,
+            r.f.to_bits(),
+            xs.join(",")
+        );
+    };
+    for memory in [1, 2, 3, 5, 10, 20] {
+        let opts = LbfgsbOptions {
+            memory,
+            ..Default::default()
+        };
+        for start in [0.0, -1.0, 0.5, -2.0, -0.3] {
+            let mut x = vec![start; 8];
+            let r = minimize(rosenbrock, &mut x, &[-2.0; 8], &[0.5; 8], &opts).unwrap();
+            add(&format!("ros8 m{memory} s{start}"), &r, &x);
+        }
+        for n in [2, 5, 10] {
+            let mut x = [-1.2, 1.0].repeat(n);
+            let (l, u) = unbounded(2 * n);
+            let r = minimize(rosenbrock, &mut x, &l, &u, &opts).unwrap();
+            add(&format!("rosu{n} m{memory}"), &r, &x);
+            let mut x = [-1.2, 1.0].repeat(n);
+            let l: Vec<f64> = (0..2 * n)
+                .map(|i| if i % 3 == 0 { -0.5 } else { f64::NEG_INFINITY })
+                .collect();
+            let u: Vec<f64> = (0..2 * n)
+                .map(|i| if i % 2 == 0 { 0.7 } else { f64::INFINITY })
+                .collect();
+            let r = minimize(rosenbrock, &mut x, &l, &u, &opts).unwrap();
+            add(&format!("rosh{n} m{memory}"), &r, &x);
+        }
+        for start in [0.5, 0.0, 1.0] {
+            let mut x = vec![start; 64];
+            let r = minimize(quadratic64, &mut x, &[0.0; 64], &[1.0; 64], &opts).unwrap();
+            add(&format!("q64 m{memory} s{start}"), &r, &x);
+            let mut x = vec![start; 8];
+            let r = minimize(many_active8, &mut x, &[0.0; 8], &[1.0; 8], &opts).unwrap();
+            add(&format!("ma8 m{memory} s{start}"), &r, &x);
+        }
+    }
+    println!("{out}");
+}
+
+/// One profiling case chosen by `LBFGSB_CASE` (`a`: Rosenbrock-8 on `[−2, 0.5]⁸`, `b`: 64-D
+/// quadratic, `c`: 8-D with many active bounds), for
+/// `valgrind --tool=callgrind --toggle-collect='*minimize_with_workspace*' <test binary>
+/// profile_case --ignored`.
+#[test]
+#[ignore]
+fn profile_case() {
+    let case = std::env::var("LBFGSB_CASE").unwrap_or_else(|_| "a".into());
+    let opts = LbfgsbOptions::default();
+    let r = match case.as_str() {
+        "a" => {
+            let mut ws = LbfgsbWorkspace::new(8, opts.memory);
+            let mut x = vec![0.0; 8];
+            minimize_with_workspace(rosenbrock, &mut x, &[-2.0; 8], &[0.5; 8], &opts, &mut ws)
+        }
+        "b" => {
+            let mut ws = LbfgsbWorkspace::new(64, opts.memory);
+            let mut x = vec![0.5; 64];
+            minimize_with_workspace(quadratic64, &mut x, &[0.0; 64], &[1.0; 64], &opts, &mut ws)
+        }
+        _ => {
+            let mut ws = LbfgsbWorkspace::new(8, opts.memory);
+            let mut x = vec![0.5; 8];
+            minimize_with_workspace(many_active8, &mut x, &[0.0; 8], &[1.0; 8], &opts, &mut ws)
+        }
+    };
+    std::hint::black_box(r.unwrap());
+}

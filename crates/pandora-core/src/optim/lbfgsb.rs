@@ -181,6 +181,7 @@ pub struct LbfgsbWorkspace {
     // m x m, row-major with stride m
     ss: Vec<f64>,
     sy: Vec<f64>,
+    yy: Vec<f64>,
     tchol: Vec<f64>,
     // length 2m
     p: Vec<f64>,
@@ -190,10 +191,10 @@ pub struct LbfgsbWorkspace {
     wb: Vec<f64>,
     mwb: Vec<f64>,
     v2: Vec<f64>,
-    q2: Vec<f64>,
-    // 2m x 2m, stride 2m
-    ata: Vec<f64>,
-    nmat: Vec<f64>,
+    // m x m, stride m: blocks of the subspace matrix and their factors
+    pj: Vec<f64>,
+    ce: Vec<f64>,
+    s2: Vec<f64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -230,6 +231,7 @@ impl LbfgsbWorkspace {
             y_mem: v(m * n),
             ss: v(m * m),
             sy: v(m * m),
+            yy: v(m * m),
             tchol: v(m * m),
             p: v(2 * m),
             c: v(2 * m),
@@ -238,9 +240,9 @@ impl LbfgsbWorkspace {
             wb: v(2 * m),
             mwb: v(2 * m),
             v2: v(2 * m),
-            q2: v(2 * m),
-            ata: v(4 * m * m),
-            nmat: v(4 * m * m),
+            pj: v(m * m),
+            ce: v(m * m),
+            s2: v(m * m),
         }
     }
 
@@ -558,10 +560,10 @@ impl Solver<'_> {
             ws.s_mem.copy_within(n.., 0);
             ws.y_mem.copy_within(n.., 0);
             for i in 0..m - 1 {
-                for j in 0..m - 1 {
-                    ws.ss[i * m + j] = ws.ss[(i + 1) * m + j + 1];
-                    ws.sy[i * m + j] = ws.sy[(i + 1) * m + j + 1];
-                }
+                let src = (i + 1) * m + 1..(i + 2) * m;
+                ws.ss.copy_within(src.clone(), i * m);
+                ws.sy.copy_within(src.clone(), i * m);
+                ws.yy.copy_within(src, i * m);
             }
             self.k -= 1;
         }
@@ -576,6 +578,9 @@ impl Solver<'_> {
             ws.ss[j * m + k] = ssv;
             ws.sy[k * m + j] = dot(&ws.xt, yj);
             ws.sy[j * m + k] = dot(sj, &ws.gt);
+            let yyv = if j == k { yy } else { dot(&ws.gt, yj) };
+            ws.yy[k * m + j] = yyv;
+            ws.yy[j * m + k] = yyv;
         }
         self.k = k + 1;
         self.theta = yy / sy;
@@ -761,75 +766,156 @@ impl Solver<'_> {
     /// Minimizes the model over the free variables (`free[..nf]`) starting from the Cauchy point
     /// and overwrites `xcp` with the result (projected, or truncated if projection does not give
     /// a descent direction).
+    ///
+    /// With `A = ZᵀW` (`Z` selects the free variables) the reduced Hessian is `θI − A M Aᵀ`, and
+    /// by Sherman–Morrison–Woodbury the Newton step on the free variables is
+    /// `du = −r/θ − A N⁻¹ Aᵀ r / θ²` with `N = M⁻¹ − AᵀA/θ`. As in the original L-BFGS-B code
+    /// (`formk`), `N` is formed directly:
+    ///
+    /// ```text
+    /// N = [ −D − YᵀZZᵀY/θ    Lᵀ − YᵀZZᵀS ]  =  [ −P  Cᵀ ]
+    ///     [  L − SᵀZZᵀY      θ S_aᵀ S_a  ]     [  C  Q  ]
+    /// ```
+    ///
+    /// (`S_a`: rows of the variables that are not free). The products over the free variables
+    /// are taken from the stored `YᵀY`, `SᵀY`, `SᵀS` minus the contribution of the other
+    /// variables, or summed directly, whichever set is smaller. `N` is factored as
+    /// `N = [J 0; −Eᵀ I] diag(−I, Q + EᵀE) [Jᵀ −E; 0 I]` with `P = JJᵀ`, `E = J⁻¹Cᵀ` (two `k×k`
+    /// Cholesky factorizations). With no bound active, `Q = 0` and `C = −R` (`R` the upper
+    /// triangle of `SᵀY`), and `N q = v` is solved with two triangular solves instead.
     fn subspace(&mut self, x: &[f64], nf: usize) {
         let k = self.k;
-        let k2 = 2 * k;
         let theta = self.theta;
         let (l, u) = (self.lower, self.upper);
         let ws = &mut *self.ws;
-        let n = ws.n;
-        // Reduced gradient r = Zᵀ(g + θ(xcp − x) − W M c), stored by position in `du`.
-        // Also v2 = Aᵀ r and ata = AᵀA with A = Zᵀ W (stride k2).
-        ws.v2[..k2].fill(0.0);
-        ws.ata[..k2 * k2].fill(0.0);
-        for pos in 0..nf {
-            let i = ws.free[pos];
-            for j in 0..k {
-                ws.wb[j] = ws.y_mem[j * n + i];
-                ws.wb[k + j] = theta * ws.s_mem[j * n + i];
+        let (n, m) = (ws.n, ws.m);
+        let inv_theta = 1.0 / theta;
+        let na = n - nf;
+        // Reduced gradient r = Zᵀ(g + θ(xcp − x) − W M c), by index in `du` (0 if not free).
+        // ws.wb holds θ·(M c)₂ so that W M c = Y (M c)₁ + S wb.
+        for j in 0..k {
+            ws.wb[j] = theta * ws.mc[k + j];
+        }
+        for i in 0..n {
+            ws.du[i] = ws.g[i] + theta * (ws.xcp[i] - x[i]);
+        }
+        for j in 0..k {
+            let (yj, sj) = (&ws.y_mem[j * n..(j + 1) * n], &ws.s_mem[j * n..(j + 1) * n]);
+            let (cy, cs) = (ws.mc[j], ws.wb[j]);
+            for ((d, yi), si) in ws.du.iter_mut().zip(yj).zip(sj) {
+                *d -= yi * cy + si * cs;
             }
-            let r = ws.g[i] + theta * (ws.xcp[i] - x[i]) - dot(&ws.wb[..k2], &ws.mc[..k2]);
-            ws.du[pos] = r;
-            for a in 0..k2 {
-                let wa = ws.wb[a];
-                ws.v2[a] += wa * r;
-                for b in a..k2 {
-                    ws.ata[a * k2 + b] += wa * ws.wb[b];
+        }
+        for i in 0..n {
+            if ws.state[i] != VarState::Free {
+                ws.du[i] = 0.0;
+            }
+        }
+        // v = Aᵀ r
+        for j in 0..k {
+            ws.v2[j] = dot(&ws.y_mem[j * n..(j + 1) * n], &ws.du);
+            ws.v2[k + j] = theta * dot(&ws.s_mem[j * n..(j + 1) * n], &ws.du);
+        }
+        // Products over the smaller of the two sets: YᵀY in pj, SᵀY in ce, SᵀS in s2 (lower
+        // triangles of the symmetric ones).
+        let sum_free = nf < na;
+        for a in 0..k {
+            ws.pj[a * m..a * m + k].fill(0.0);
+            ws.ce[a * m..a * m + k].fill(0.0);
+            ws.s2[a * m..a * m + k].fill(0.0);
+        }
+        if na > 0 {
+            for i in 0..n {
+                if (ws.state[i] == VarState::Free) != sum_free {
+                    continue;
+                }
+                let (cy, cs) = ws.wb[..2 * k].split_at_mut(k);
+                for j in 0..k {
+                    cy[j] = ws.y_mem[j * n + i];
+                    cs[j] = ws.s_mem[j * n + i];
+                }
+                for a in 0..k {
+                    let (ya, sa) = (cy[a], cs[a]);
+                    let row = a * m;
+                    for (t, c) in ws.pj[row..=row + a].iter_mut().zip(&cy[..=a]) {
+                        *t += ya * c;
+                    }
+                    for (t, c) in ws.s2[row..=row + a].iter_mut().zip(&cs[..=a]) {
+                        *t += sa * c;
+                    }
+                    for (t, c) in ws.ce[row..row + k].iter_mut().zip(&cy[..k]) {
+                        *t += sa * c;
+                    }
                 }
             }
         }
-        for a in 0..k2 {
-            for b in 0..a {
-                ws.ata[a * k2 + b] = ws.ata[b * k2 + a];
+        // P = D + YᵀZZᵀY/θ, C = L − SᵀZZᵀY, Q = θ S_aᵀS_a.
+        for a in 0..k {
+            let row = a * m;
+            for b in 0..=a {
+                let (yy_f, ss_a) = if sum_free {
+                    (ws.pj[row + b], ws.ss[row + b] - ws.s2[row + b])
+                } else {
+                    (ws.yy[row + b] - ws.pj[row + b], ws.s2[row + b])
+                };
+                let d = if a == b { ws.sy[row + a] } else { 0.0 };
+                ws.pj[row + b] = d + yy_f * inv_theta;
+                ws.s2[row + b] = theta * ss_a;
+            }
+            for b in 0..k {
+                let t = ws.ce[row + b];
+                ws.ce[row + b] = if sum_free {
+                    let lab = if a > b { ws.sy[row + b] } else { 0.0 };
+                    lab - t
+                } else if a > b {
+                    // L − (SᵀY − S_aᵀY_a) below the diagonal, where L equals SᵀY.
+                    t
+                } else {
+                    t - ws.sy[row + b]
+                };
             }
         }
-        // q2 = M v2; nmat = I − (1/θ) M AᵀA (column j from M · (AᵀA)_j, symmetric AᵀA).
-        apply_m(&ws.tchol, &ws.sy, ws.m, k, &ws.v2[..k2], &mut ws.q2[..k2]);
-        for j in 0..k2 {
-            apply_m(
-                &ws.tchol,
-                &ws.sy,
-                ws.m,
+        let ok = if na == 0 {
+            solve_unconstrained_middle(&ws.pj, &ws.ce, m, k, &mut ws.v2[..2 * k])
+        } else {
+            solve_middle(
+                &mut ws.pj,
+                &mut ws.ce,
+                &mut ws.s2,
+                m,
                 k,
-                &ws.ata[j * k2..(j + 1) * k2],
-                &mut ws.mwb[..k2],
-            );
-            for r in 0..k2 {
-                let delta = if r == j { 1.0 } else { 0.0 };
-                ws.nmat[r * k2 + j] = delta - ws.mwb[r] / theta;
-            }
-        }
-        if !lu_solve(&mut ws.nmat[..k2 * k2], k2, &mut ws.q2[..k2]) {
+                &mut ws.v2[..2 * k],
+            )
+        };
+        if !ok {
             return; // keep the Cauchy point
         }
         // du = −r/θ − (1/θ²) A q
-        let mut dd = 0.0;
+        let q = &ws.v2[..2 * k];
+        for j in 0..k {
+            ws.wb[j] = q[j] * inv_theta;
+            ws.wb[k + j] = q[k + j];
+        }
         for i in 0..n {
-            if ws.state[i] != VarState::Free {
-                dd += (ws.xcp[i] - x[i]) * ws.g[i];
+            ws.du[i] *= -1.0;
+        }
+        for j in 0..k {
+            let (yj, sj) = (&ws.y_mem[j * n..(j + 1) * n], &ws.s_mem[j * n..(j + 1) * n]);
+            let (cy, cs) = (ws.wb[j], ws.wb[k + j]);
+            for ((d, yi), si) in ws.du.iter_mut().zip(yj).zip(sj) {
+                *d -= yi * cy + si * cs;
             }
         }
-        let mut dd_proj = dd;
+        let mut dd_proj = 0.0;
         let mut finite = true;
-        for pos in 0..nf {
-            let i = ws.free[pos];
-            let mut wq = 0.0;
-            for j in 0..k {
-                wq += ws.y_mem[j * n + i] * ws.q2[j] + theta * ws.s_mem[j * n + i] * ws.q2[k + j];
+        for i in 0..n {
+            if ws.state[i] != VarState::Free {
+                dd_proj += (ws.xcp[i] - x[i]) * ws.g[i];
+                continue;
             }
-            let d = -ws.du[pos] / theta - wq / (theta * theta);
+            let d = ws.du[i] * inv_theta;
             finite &= d.is_finite();
-            ws.du[pos] = d;
+            ws.du[i] = d;
             let xb = (ws.xcp[i] + d).clamp(l[i], u[i]);
             dd_proj += (xb - x[i]) * ws.g[i];
         }
@@ -839,13 +925,13 @@ impl Solver<'_> {
         if dd_proj < 0.0 {
             for pos in 0..nf {
                 let i = ws.free[pos];
-                ws.xcp[i] = (ws.xcp[i] + ws.du[pos]).clamp(l[i], u[i]);
+                ws.xcp[i] = (ws.xcp[i] + ws.du[i]).clamp(l[i], u[i]);
             }
         } else {
             let mut alpha: f64 = 1.0;
             for pos in 0..nf {
                 let i = ws.free[pos];
-                let d = ws.du[pos];
+                let d = ws.du[i];
                 if d > 0.0 && u[i].is_finite() {
                     alpha = alpha.min((u[i] - ws.xcp[i]) / d);
                 } else if d < 0.0 && l[i].is_finite() {
@@ -855,7 +941,7 @@ impl Solver<'_> {
             let alpha = alpha.max(0.0);
             for pos in 0..nf {
                 let i = ws.free[pos];
-                ws.xcp[i] = (ws.xcp[i] + alpha * ws.du[pos]).clamp(l[i], u[i]);
+                ws.xcp[i] = (ws.xcp[i] + alpha * ws.du[i]).clamp(l[i], u[i]);
             }
         }
     }
@@ -1191,77 +1277,147 @@ fn apply_m(tchol: &[f64], sy: &[f64], m: usize, k: usize, v: &[f64], out: &mut [
     }
     // rhs = v2 + L D⁻¹ v1, then forward and backward substitution with the Cholesky factor.
     for i in 0..k {
-        let mut t = v2[i];
-        for j in 0..i {
-            t += sy[i * m + j] * a[j];
-        }
-        for j in 0..i {
-            t -= tchol[i * m + j] * b[j];
-        }
-        b[i] = t / tchol[i * m + i];
+        let (sy_i, t_i) = (&sy[i * m..i * m + i], &tchol[i * m..=i * m + i]);
+        let t = sy_i
+            .iter()
+            .zip(&a[..i])
+            .fold(v2[i], |t, (l, aj)| t + l * aj);
+        let t = t_i[..i]
+            .iter()
+            .zip(&b[..i])
+            .fold(t, |t, (c, bj)| t - c * bj);
+        b[i] = t / t_i[i];
     }
     for i in (0..k).rev() {
-        let mut t = b[i];
-        for j in i + 1..k {
-            t -= tchol[j * m + i] * b[j];
-        }
+        let col = tchol[i..k * m].iter().step_by(m).skip(i + 1);
+        let t = col.zip(&b[i + 1..k]).fold(b[i], |t, (c, bj)| t - c * bj);
         b[i] = t / tchol[i * m + i];
     }
-    // a = D⁻¹ (Lᵀ b − v1) = D⁻¹ Lᵀ b − D⁻¹ v1
+    // a = D⁻¹ (Lᵀ b − v1) = D⁻¹ Lᵀ b − D⁻¹ v1 (column j of L read with stride m).
     for j in 0..k {
-        let mut t = 0.0;
-        for i in j + 1..k {
-            t += sy[i * m + j] * b[i];
-        }
+        let col = sy[j..k * m].iter().step_by(m).skip(j + 1);
+        let t = col.zip(&b[j + 1..k]).fold(0.0, |t, (l, bi)| t + l * bi);
         a[j] = t / sy[j * m + j] - a[j];
     }
 }
 
-/// Solves `A z = b` in place (`A` is `n×n` row-major, overwritten) by Gaussian elimination with
-/// partial pivoting. Returns false if `A` is numerically singular.
-fn lu_solve(a: &mut [f64], n: usize, b: &mut [f64]) -> bool {
-    let scale = a.iter().fold(0.0_f64, |s, v| s.max(v.abs()));
-    if !(scale > 0.0) || !scale.is_finite() {
+/// Solves `N q = v` in place for `N = [−P Cᵀ; C Q]` (all blocks `k×k`, stride `m`; `P`, `Q`
+/// symmetric with their lower triangles stored). `P` and `Q` are overwritten by the Cholesky
+/// factors `J` of `P` and of `Q + EᵀE`, and row `a` of `c` by column `a` of `E = J⁻¹Cᵀ`.
+/// False if a factorization fails or the result is not finite.
+fn solve_middle(
+    p: &mut [f64],
+    c: &mut [f64],
+    q: &mut [f64],
+    m: usize,
+    k: usize,
+    v: &mut [f64],
+) -> bool {
+    if !cholesky(p, m, k) {
         return false;
     }
-    for col in 0..n {
-        let mut piv = col;
-        let mut best = a[col * n + col].abs();
-        for r in col + 1..n {
-            let v = a[r * n + col].abs();
-            if v > best {
-                best = v;
-                piv = r;
-            }
+    for a in 0..k {
+        forward_sub(p, m, k, &mut c[a * m..a * m + k]);
+    }
+    for a in 0..k {
+        let ea = &c[a * m..a * m + k];
+        for b in 0..=a {
+            q[a * m + b] += dot(ea, &c[b * m..b * m + k]);
         }
-        if !(best > 1e-13 * scale) {
+    }
+    if !cholesky(q, m, k) {
+        return false;
+    }
+    // w1 = J⁻¹v1, q2 = S₂⁻¹(v2 + Eᵀw1), q1 = J⁻ᵀ(E q2 − w1).
+    let (v1, v2) = v.split_at_mut(k);
+    forward_sub(p, m, k, v1);
+    for a in 0..k {
+        v2[a] += dot(&c[a * m..a * m + k], v1);
+    }
+    forward_sub(q, m, k, v2);
+    backward_sub(q, m, k, v2);
+    for t in v1.iter_mut() {
+        *t = -*t;
+    }
+    for a in 0..k {
+        let qa = v2[a];
+        for (t, e) in v1.iter_mut().zip(&c[a * m..a * m + k]) {
+            *t += e * qa;
+        }
+    }
+    backward_sub(p, m, k, v1);
+    v.iter().all(|t| t.is_finite())
+}
+
+/// [`solve_middle`] when no variable is bound: `Q = 0` and `C` is upper triangular, so
+/// `C q1 = v2` and `Cᵀ q2 = v1 + P q1` are triangular solves (`p`, `c` are not modified).
+fn solve_unconstrained_middle(p: &[f64], c: &[f64], m: usize, k: usize, v: &mut [f64]) -> bool {
+    let (v1, v2) = v.split_at_mut(k);
+    // q1 = C⁻¹ v2 (backward substitution), stored in v2.
+    for a in (0..k).rev() {
+        let row = &c[a * m..a * m + k];
+        let t = v2[a] - dot(&row[a + 1..], &v2[a + 1..k]);
+        v2[a] = t / row[a];
+    }
+    // v1 += P q1 with P symmetric (lower triangle stored).
+    for a in 0..k {
+        let row = &p[a * m..a * m + a + 1];
+        let mut t = dot(row, &v2[..=a]);
+        for b in a + 1..k {
+            t += p[b * m + a] * v2[b];
+        }
+        v1[a] += t;
+    }
+    // Cᵀ q2 = v1 (forward substitution over the columns of C).
+    for a in 0..k {
+        let mut t = v1[a];
+        for b in 0..a {
+            t -= c[b * m + a] * v1[b];
+        }
+        v1[a] = t / c[a * m + a];
+    }
+    // q = [q1; q2]: q1 is in v2 and q2 in v1.
+    v1.swap_with_slice(v2);
+    v.iter().all(|t| t.is_finite())
+}
+
+/// Cholesky factorization in place of the leading `k×k` block of the symmetric matrix `a`
+/// (stride `m`; only the lower triangle is read and written). False if not positive definite.
+fn cholesky(a: &mut [f64], m: usize, k: usize) -> bool {
+    for i in 0..k {
+        let (above, rest) = a.split_at_mut(i * m);
+        let rowi = &mut rest[..i + 1];
+        for j in 0..i {
+            let rowj = &above[j * m..j * m + j + 1];
+            rowi[j] = (rowi[j] - dot(&rowi[..j], &rowj[..j])) / rowj[j];
+        }
+        let d = rowi[i] - dot(&rowi[..i], &rowi[..i]);
+        if !(d > 0.0) || !d.is_finite() {
             return false;
         }
-        if piv != col {
-            for j in 0..n {
-                a.swap(col * n + j, piv * n + j);
-            }
-            b.swap(col, piv);
-        }
-        let d = a[col * n + col];
-        for r in col + 1..n {
-            let fct = a[r * n + col] / d;
-            if fct != 0.0 {
-                for j in col..n {
-                    a[r * n + j] -= fct * a[col * n + j];
-                }
-                b[r] -= fct * b[col];
-            }
+        rowi[i] = d.sqrt();
+    }
+    true
+}
+
+/// Solves `L z = b` in place for the lower-triangular `k×k` factor `l` (stride `m`).
+fn forward_sub(l: &[f64], m: usize, k: usize, b: &mut [f64]) {
+    for i in 0..k {
+        let row = &l[i * m..i * m + i + 1];
+        b[i] = (b[i] - dot(&row[..i], &b[..i])) / row[i];
+    }
+}
+
+/// Solves `Lᵀ z = b` in place for the lower-triangular `k×k` factor `l` (stride `m`).
+fn backward_sub(l: &[f64], m: usize, k: usize, b: &mut [f64]) {
+    for i in (0..k).rev() {
+        let bi = b[i] / l[i * m + i];
+        b[i] = bi;
+        let row = &l[i * m..i * m + i];
+        for (bj, lij) in b[..i].iter_mut().zip(row) {
+            *bj -= lij * bi;
         }
     }
-    for r in (0..n).rev() {
-        let mut t = b[r];
-        for j in r + 1..n {
-            t -= a[r * n + j] * b[j];
-        }
-        b[r] = t / a[r * n + r];
-    }
-    b.iter().all(|v| v.is_finite())
 }
 
 #[cfg(test)]
