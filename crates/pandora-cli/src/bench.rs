@@ -114,10 +114,7 @@ pub fn main(filter: Option<&str>, quick: bool, reps: usize) -> Result<()> {
             );
         }
         if want("logei_value_grad") {
-            let acq = OnModel {
-                model: &gp,
-                acq: LogExpectedImprovement { best_f: 0.0 },
-            };
+            let acq = OnModel::new(&gp, LogExpectedImprovement { best_f: 0.0 });
             let (med, min, r) = time(reps, || acq.evaluate(&pts, true).expect("logei"));
             emit(
                 json!({"bench": "logei_value_grad", "n": n, "d": D, "points": 1600,
@@ -154,10 +151,7 @@ pub fn main(filter: Option<&str>, quick: bool, reps: usize) -> Result<()> {
         if want("logei_maximize") && (n == 200 || quick) {
             let f = fit(&x, &y, D, &opts, None).map_err(e)?;
             let best_f = y.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-            let acq = OnModel {
-                model: &f.gp,
-                acq: LogExpectedImprovement { best_f },
-            };
+            let acq = OnModel::new(&f.gp, LogExpectedImprovement { best_f });
             let ms = MultiStartOptions::default();
             let mut value = f64::NAN;
             let mut seed = 0;

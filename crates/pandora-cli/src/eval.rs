@@ -288,7 +288,7 @@ fn run<A: PointwiseAcquisition>(
     points: &[f64],
     optimize: Option<(MultiStartOptions, u64)>,
 ) -> Result<Evaluated> {
-    let obj = OnModel { model: gp, acq };
+    let obj = OnModel::new(gp, acq);
     let (v, g) = obj.evaluate(points, true).map_err(|e| anyhow!("{e}"))?;
     let best = match optimize {
         Some((ms, seed)) => Some(maximize(&obj, &ms, seed).map_err(|e| anyhow!("optimize: {e}"))?),

@@ -60,10 +60,7 @@ fn bench(c: &mut Criterion) {
     let (x, y) = data(200, 4);
     let model = fit(&x, &y, D, &opts, None).unwrap();
     let best_f = y.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    let acq = OnModel {
-        model: &model.gp,
-        acq: LogExpectedImprovement { best_f },
-    };
+    let acq = OnModel::new(&model.gp, LogExpectedImprovement { best_f });
     let ms = MultiStartOptions::default();
     let mut group = c.benchmark_group("slow");
     group.sample_size(20);

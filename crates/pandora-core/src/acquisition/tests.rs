@@ -1,0 +1,247 @@
+use super::*;
+use crate::gp::{ExactGp, GpParams, Kernel, KernelKind};
+
+fn lc(mean: f64, var: f64) -> LogCost {
+    LogCost { mean, var }
+}
+
+#[test]
+fn ei_and_log_ei_reference_values() {
+    let p = ExpectedImprovement { best_f: 0.0 }.eval(0.0, 1.0, LogCost::default());
+    assert!((p.value - 0.398_942_280_401_432_7).abs() < 1e-16);
+    assert!((p.d_mu - 0.5).abs() < 1e-16);
+    assert!((p.d_sigma - 0.398_942_280_401_432_7).abs() < 1e-16);
+    let l5 = LogExpectedImprovement { best_f: 5.0 }
+        .eval(0.0, 1.0, LogCost::default())
+        .value;
+    assert!((l5 - (-16.744_301_162_660_99)).abs() < 1e-12 * 16.74);
+    // best = 40 needs the log-space branch; naive evaluation underflows.
+    let l40 = LogExpectedImprovement { best_f: 40.0 }
+        .eval(0.0, 1.0, LogCost::default())
+        .value;
+    assert!((l40 - (-808.298_568_356_62)).abs() < 1e-12 * 808.3);
+    let far = LogExpectedImprovement { best_f: 1e6 }.eval(0.0, 1.0, LogCost::default());
+    assert!(far.value.is_finite() && far.d_mu.is_finite() && far.d_sigma.is_finite());
+    assert!(far.value < -4.9e11);
+}
+
+#[test]
+fn gp_ucb_schedule_reference_values() {
+    // Reference notes §7.1 (t = C + 1).
+    for (d, t, want) in [
+        (1, 1.0, 1.120_114_158_19),
+        (1, 100.0, 4.804_250_306_98),
+        (8, 1.0, 1.951_890_774_86),
+        (8, 500.0, 6.923_577_253_6),
+        (7, 1.0, 1.898_478_217_81),
+    ] {
+        assert!((gp_ucb_beta(d, t) - want).abs() < 1e-10, "d={d} t={t}");
+    }
+    assert_eq!(cost_cooling_alpha(25.0, 100.0), 0.25);
+    assert_eq!(cost_cooling_alpha(-5.0, 100.0), 0.0);
+}
+
+fn all_acquisitions() -> Vec<(&'static str, Box<dyn PointwiseAcquisition>)> {
+    vec![
+        ("ei", Box::new(ExpectedImprovement { best_f: 0.7 })),
+        ("log_ei", Box::new(LogExpectedImprovement { best_f: 0.7 })),
+        ("pi", Box::new(ProbabilityOfImprovement { best_f: 0.7 })),
+        (
+            "log_pi",
+            Box::new(LogProbabilityOfImprovement { best_f: 0.7 }),
+        ),
+        ("ucb", Box::new(UpperConfidenceBound { beta: 2.5 })),
+        ("lcb", Box::new(LowerConfidenceBound { beta: 2.5 })),
+        (
+            "eipc",
+            Box::new(ExpectedImprovementPerCost {
+                best_f: 0.7,
+                alpha: 1.0,
+            }),
+        ),
+        (
+            "eicc",
+            Box::new(ExpectedImprovementPerCost {
+                best_f: 0.7,
+                alpha: 0.4,
+            }),
+        ),
+        (
+            "log_eipc_inv",
+            Box::new(LogExpectedImprovementPerCost {
+                best_f: 0.7,
+                alpha: 1.0,
+                convention: CostConvention::Inverse,
+            }),
+        ),
+        (
+            "log_eipc_exp",
+            Box::new(LogExpectedImprovementPerCost {
+                best_f: 0.7,
+                alpha: 0.6,
+                convention: CostConvention::Expected,
+            }),
+        ),
+    ]
+}
+
+#[test]
+fn partials_match_finite_differences() {
+    for (name, a) in all_acquisitions() {
+        for (mu, s, m, v) in [
+            (0.2, 0.5, 0.3, 0.1),
+            (1.5, 0.2, -0.4, 0.02),
+            (-3.0, 0.8, 1.2, 0.0),
+        ] {
+            let p = a.eval(mu, s, lc(m, v));
+            let h = 1e-6;
+            let f = |mu: f64, s: f64, m: f64, v: f64| a.eval(mu, s, lc(m, v)).value;
+            let fd = [
+                (f(mu + h, s, m, v) - f(mu - h, s, m, v)) / (2.0 * h),
+                (f(mu, s + h, m, v) - f(mu, s - h, m, v)) / (2.0 * h),
+                (f(mu, s, m + h, v) - f(mu, s, m - h, v)) / (2.0 * h),
+                (f(mu, s, m, v + h) - f(mu, s, m, (v - h).max(0.0)))
+                    / (if v > 0.0 { 2.0 * h } else { h }),
+            ];
+            let an = [p.d_mu, p.d_sigma, p.d_cost_mean, p.d_cost_var];
+            for (i, (x, y)) in fd.iter().zip(an).enumerate() {
+                assert!(
+                    (x - y).abs() < 1e-6 * (1.0 + x.abs()),
+                    "{name} partial {i} at mu={mu}: fd {x} vs {y}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn cost_conventions_agree_with_closed_forms() {
+    let (mu, s, best) = (0.1, 0.6, 0.5);
+    let ei = ExpectedImprovement { best_f: best }
+        .eval(mu, s, LogCost::default())
+        .value;
+    // Known cost c = 3: EIPC = EI / c, LogEIPC = log EI − log 3 in both conventions.
+    let known = lc(3f64.ln(), 0.0);
+    let eipc = ExpectedImprovementPerCost {
+        best_f: best,
+        alpha: 1.0,
+    }
+    .eval(mu, s, known)
+    .value;
+    assert!((eipc - ei / 3.0).abs() < 1e-15);
+    for conv in [CostConvention::Inverse, CostConvention::Expected] {
+        let l = LogExpectedImprovementPerCost {
+            best_f: best,
+            alpha: 1.0,
+            convention: conv,
+        }
+        .eval(mu, s, known)
+        .value;
+        assert!((l - (ei / 3.0).ln()).abs() < 1e-13);
+    }
+    // Unknown log-normal cost: E[c^-1] = exp(−m + v/2), E[c] = exp(m + v/2).
+    let unk = lc(0.4, 0.3);
+    let eipc = ExpectedImprovementPerCost {
+        best_f: best,
+        alpha: 1.0,
+    }
+    .eval(mu, s, unk)
+    .value;
+    assert!((eipc - ei * (-0.4f64 + 0.15).exp()).abs() < 1e-15);
+    let inv = LogExpectedImprovementPerCost {
+        best_f: best,
+        alpha: 1.0,
+        convention: CostConvention::Inverse,
+    }
+    .eval(mu, s, unk)
+    .value;
+    assert!((inv - eipc.ln()).abs() < 1e-13);
+    let exp = LogExpectedImprovementPerCost {
+        best_f: best,
+        alpha: 1.0,
+        convention: CostConvention::Expected,
+    }
+    .eval(mu, s, unk)
+    .value;
+    assert!((exp - (ei.ln() - (0.4f64 + 0.15))).abs() < 1e-13);
+}
+
+fn toy_gp(seed: f64, d: usize) -> ExactGp {
+    let n = 12;
+    let x: Vec<f64> = (0..n * d)
+        .map(|i| ((i as f64 + seed) * 0.618_034).fract())
+        .collect();
+    let y: Vec<f64> = (0..n)
+        .map(|i| (3.0 * x[i * d]).sin() + seed * x[i * d + d - 1])
+        .collect();
+    ExactGp::new(
+        x,
+        y,
+        GpParams {
+            kernel: Kernel::new(KernelKind::Matern52, vec![0.3; d], 1.0).unwrap(),
+            mean: 0.0,
+            noise: 1e-4,
+        },
+    )
+    .unwrap()
+}
+
+#[test]
+fn objective_gradients_with_every_cost_model_match_finite_differences() {
+    let d = 3;
+    let gp = toy_gp(0.0, d);
+    let cost_gp = toy_gp(0.3, d);
+    let linear = LinearMeanCost {
+        offset: 1.0,
+        slope: 20.0,
+    };
+    let custom = KnownCost(|x: &[f64], g: &mut [f64]| {
+        g[0] = 2.0 * x[0];
+        g[1] = 0.0;
+        g[2] = 1.0;
+        1.0 + x[0] * x[0] + x[2]
+    });
+    let unknown = UnknownCost(&cost_gp);
+    let costs: [(&str, &dyn CostModel); 4] = [
+        ("uniform", &UniformCost),
+        ("linear", &linear),
+        ("custom", &custom),
+        ("unknown", &unknown),
+    ];
+    let q = [0.33, 0.71, 0.45];
+    for (cname, cost) in costs {
+        for (aname, acq) in all_acquisitions() {
+            let obj = OnModel::with_cost(&gp, acq, cost);
+            let mut g = vec![0.0; d];
+            obj.value_grad(&q, &mut g);
+            for k in 0..d {
+                let h = 1e-6;
+                let mut qp = q;
+                let mut qm = q;
+                qp[k] += h;
+                qm[k] -= h;
+                let mut tmp = vec![0.0; d];
+                let fd =
+                    (obj.value_grad(&qp, &mut tmp) - obj.value_grad(&qm, &mut tmp)) / (2.0 * h);
+                assert!(
+                    (fd - g[k]).abs() < 1e-5 * (1.0 + fd.abs()),
+                    "{aname} with {cname} cost, dim {k}: fd {fd} vs {}",
+                    g[k]
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn invalid_costs_are_errors() {
+    let gp = toy_gp(0.0, 2);
+    let neg = LinearMeanCost {
+        offset: -1.0,
+        slope: 0.0,
+    };
+    let obj = OnModel::with_cost(&gp, ExpectedImprovement { best_f: 0.0 }, &neg);
+    assert!(obj.evaluate(&[0.5, 0.5], false).is_err());
+    let mut g = [0.0; 2];
+    assert!(obj.value_grad(&[0.5, 0.5], &mut g).is_nan());
+}
