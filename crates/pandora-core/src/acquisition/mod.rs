@@ -10,6 +10,9 @@ pub use crate::gp::Posterior;
 use crate::math::{dlog_h, h, log_h, log_norm_pdf, norm_cdf, norm_pdf};
 use crate::optim::multistart::Objective;
 
+pub mod pbgi;
+pub use pbgi::{Pbgi, PbgiIndex, pbgi_index, pbgi_index_min};
+
 /// An acquisition value that depends on the point only through `μ` and `σ`.
 pub trait PointwiseAcquisition: Sync {
     /// Returns `(a, ∂a/∂μ, ∂a/∂σ)` at posterior mean `mu` and standard deviation `sigma > 0`.
