@@ -918,8 +918,8 @@ fn extreme_inputs_are_finite_and_accurate() {
                 // The authors' log-space bisection is valid wherever (μ − g)/σ does not
                 // overflow; beyond that (λc/σ > 1e308) g = μ − λc in closed form. At λc = 1e100
                 // the bisection's own log σ + log h(u) rounding costs it ≈1e-14 (the exact root
-                // for log λc = 230.25850929940458 is 1.0000000000000116e100; we return
-                // 1.000000000000011e100, the bisection 1.0000000000000006e100).
+                // for log λc = 230.25850929940458 is 1.00000000000001105e100 (mpmath); we
+                // return 1.000000000000011e100, the bisection 1.0000000000000006e100).
                 let reference = if log_lc - s.ln() < 700.0 {
                     authors_bisection_log(mu, s, log_lc)
                 } else {

@@ -247,10 +247,10 @@ fn surrogate_q(x: f64) -> (f64, f64) {
     (q, dq)
 }
 
-/// Solves `log h(u) = l` for `u` (`l < L_LINEAR`, finite). Returns `(u, evaluations of log h)`.
-fn solve_log_h(l: f64) -> (f64, u32) {
-    // Guaranteed bracket and starting point (module docs, steps 2 and 3).
-    let (mut lo, mut hi, start) = if l >= LN_PHI0 {
+/// Guaranteed bracket `(lo, hi)` for the root of `log h(u) = l` and a starting point (module
+/// docs, steps 2 and 3). For finite `l < L_LINEAR` with `log φ(0) − l ≤ 1e18`.
+fn bracket_and_start(l: f64) -> (f64, f64, f64) {
+    if l >= LN_PHI0 {
         let e = libm::exp(l);
         let lo = (e - PHI0).max(0.0);
         let hi = e;
@@ -267,10 +267,6 @@ fn solve_log_h(l: f64) -> (f64, u32) {
         (lo, hi, u1)
     } else {
         let m = LN_PHI0 - l;
-        if m > 1e18 {
-            // x²/2 = M − 2·log x − log(1 + 3/x² + …): the correction is below half an ulp of x.
-            return (-(core::f64::consts::SQRT_2 * m.sqrt()), 0);
-        }
         let x_hi = (2.0 * m).sqrt();
         let x_lo = (2.0 * (m - libm::log(2.0 * m + 3.0)))
             .max(1.2 * (m - LN_3))
@@ -286,7 +282,17 @@ fn solve_log_h(l: f64) -> (f64, u32) {
             x -= s / ds;
         }
         (-x_hi, -x_lo, -x)
-    };
+    }
+}
+
+/// Solves `log h(u) = l` for `u` (`l < L_LINEAR`, finite). Returns `(u, evaluations of log h)`.
+fn solve_log_h(l: f64) -> (f64, u32) {
+    let m = LN_PHI0 - l;
+    if m > 1e18 {
+        // x²/2 = M − 2·log x − log(1 + 3/x² + …): the correction is below half an ulp of x.
+        return (-(core::f64::consts::SQRT_2 * m.sqrt()), 0);
+    }
+    let (mut lo, mut hi, start) = bracket_and_start(l);
     // Pad by a few ulp against rounding in the bound formulas.
     lo -= 4.0 * f64::EPSILON * lo.abs().max(f64::MIN_POSITIVE);
     hi += 4.0 * f64::EPSILON * hi.abs().max(f64::MIN_POSITIVE);
@@ -394,6 +400,42 @@ mod tests {
         let m = pbgi_index_min(0.0, 1.0, 0.1f64.ln());
         assert_eq!(m.g, -r.g);
         assert!(r.iterations <= 4, "{r:?}");
+    }
+
+    #[test]
+    fn analytic_bracket_holds_and_start_is_inside() {
+        // G = log h − l must be ≤ 0 at lo and ≥ 0 at hi, without the few-ulp padding.
+        let (mut worst_start, mut max_evals) = (0.0f64, 0);
+        for k in 0..=200_000 {
+            // Dense near the top: l = L_LINEAR − (2e5 + L_LINEAR)·t⁴.
+            let t = k as f64 / 200_000.0;
+            let l = L_LINEAR - 1e-12 - (2e5 + L_LINEAR) * t.powi(4);
+            let (lo, hi, start) = bracket_and_start(l);
+            assert!(lo <= start && start <= hi, "l {l}: {lo} {start} {hi}");
+            assert!(log_h(lo) - l <= 0.0, "l {l}: lo {lo}");
+            assert!(log_h(hi) - l >= 0.0, "l {l}: hi {hi}");
+            let (u, evals) = solve_log_h(l);
+            worst_start = worst_start.max((start - u).abs() / u.abs().max(1.0));
+            max_evals = max_evals.max(evals);
+        }
+        // The surrogate start (worst ≈ 2% near u ≈ −0.5) is close enough for two Halley steps.
+        assert!(
+            worst_start < 0.05 && max_evals <= 2,
+            "{worst_start} {max_evals}"
+        );
+    }
+
+    #[test]
+    fn widening_fallback_recovers_a_wrong_bracket() {
+        let l = -3.0; // root u ≈ −1.34
+        let (mut lo, mut hi) = (5.0, 6.0);
+        let (mut lc, mut hc, mut n) = (false, false, 0);
+        widen_bracket(l, &mut lo, &mut hi, &mut lc, &mut hc, &mut n);
+        assert!(log_h(lo) <= l && log_h(hi) >= l && lc && hc && n > 2);
+        let (mut lo, mut hi) = (-40.0, -39.0);
+        let (mut lc, mut hc) = (false, false);
+        widen_bracket(l, &mut lo, &mut hi, &mut lc, &mut hc, &mut n);
+        assert!(log_h(lo) <= l && log_h(hi) >= l);
     }
 
     #[test]
