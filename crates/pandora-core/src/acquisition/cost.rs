@@ -57,8 +57,8 @@ fn known(
         }
         out.mean[j] = c.ln();
         if grad {
-            for k in 0..d {
-                out.mean_grad[j * d + k] = g[k] / c;
+            for (o, gk) in out.mean_grad[j * d..(j + 1) * d].iter_mut().zip(&g) {
+                *o = gk / c;
             }
         }
     }

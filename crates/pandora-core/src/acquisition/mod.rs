@@ -9,6 +9,7 @@
 
 pub mod analytic;
 pub mod cost;
+pub mod pbgi;
 
 pub use crate::gp::Posterior;
 pub use analytic::{
@@ -17,6 +18,7 @@ pub use analytic::{
     ProbabilityOfImprovement, UpperConfidenceBound, cost_cooling_alpha, gp_ucb_beta,
 };
 pub use cost::{CostModel, KnownCost, LinearMeanCost, LogCostBatch, UniformCost, UnknownCost};
+pub use pbgi::{Pbgi, PbgiIndex, pbgi_index, pbgi_index_min};
 
 use crate::error::Result;
 use crate::optim::multistart::Objective;
@@ -118,14 +120,14 @@ impl<'a, P: Posterior, A: PointwiseAcquisition> OnModel<'a, P, A> {
         };
         let mut values = vec![0.0; m];
         let mut grads = if grad { vec![0.0; m * d] } else { Vec::new() };
-        for j in 0..m {
+        for (j, value) in values.iter_mut().enumerate() {
             let s = post.var[j].sqrt();
             let lc = cost.as_ref().map_or(LogCost::default(), |c| LogCost {
                 mean: c.mean[j],
                 var: c.var[j],
             });
             let p = self.acq.eval(post.mean[j], s, lc);
-            values[j] = p.value;
+            *value = p.value;
             if grad {
                 for k in 0..d {
                     let i = j * d + k;

@@ -51,6 +51,8 @@ fn all_acquisitions() -> Vec<(&'static str, Box<dyn PointwiseAcquisition>)> {
             Box::new(LogProbabilityOfImprovement { best_f: 0.7 }),
         ),
         ("ucb", Box::new(UpperConfidenceBound { beta: 2.5 })),
+        ("pbgi", Box::new(Pbgi { lambda: 1e-2 })),
+        ("pbgi_small_lambda", Box::new(Pbgi { lambda: 1e-6 })),
         ("lcb", Box::new(LowerConfidenceBound { beta: 2.5 })),
         (
             "eipc",
