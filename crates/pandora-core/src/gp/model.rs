@@ -22,7 +22,7 @@ use std::sync::OnceLock;
 pub const MIN_VARIANCE: f64 = 1e-300;
 
 /// Queries are processed in blocks of this many points (keeps the `n × block` work matrices in cache).
-const BLOCK: usize = 128;
+const BLOCK: usize = 256;
 
 /// Hyperparameters of an exact GP: kernel, constant prior mean and observation-noise variance.
 #[derive(Debug, Clone, PartialEq)]
@@ -84,6 +84,28 @@ pub struct ExactGp {
     /// Training inputs scaled by the lengthscales, transposed (`d × n`, row k = x̃_·k).
     xt: Vec<f64>,
     linv: OnceLock<Mat<f64>>,
+}
+
+/// Work matrices of one posterior call, reused across blocks (`n × block`).
+struct Workspace {
+    kq: Mat<f64>,
+    gq: Mat<f64>,
+    v: Mat<f64>,
+    w: Mat<f64>,
+    r2: Vec<f64>,
+}
+
+impl Workspace {
+    fn new(n: usize, block: usize, grad: bool) -> Self {
+        let gb = if grad { block } else { 0 };
+        Self {
+            kq: Mat::zeros(n, block),
+            gq: Mat::zeros(n, gb),
+            v: Mat::zeros(n, block),
+            w: Mat::zeros(n, gb),
+            r2: vec![0.0; n],
+        }
+    }
 }
 
 /// Batches up to this size use direct triangular matrix-vector products (faer's triangular
@@ -327,16 +349,30 @@ impl ExactGp {
             mean_grad: if grad { vec![0.0; m * d] } else { Vec::new() },
             var_grad: if grad { vec![0.0; m * d] } else { Vec::new() },
         };
+        let mut ws = Workspace::new(self.n(), BLOCK.min(m), grad);
         let mut start = 0;
         while start < m {
             let b = BLOCK.min(m - start);
-            self.posterior_block(&xs[start * d..(start + b) * d], grad, start, &mut out);
+            self.posterior_block(
+                &xs[start * d..(start + b) * d],
+                grad,
+                start,
+                &mut out,
+                &mut ws,
+            );
             start += b;
         }
         Ok(out)
     }
 
-    fn posterior_block(&self, xs: &[f64], grad: bool, offset: usize, out: &mut PosteriorBatch) {
+    fn posterior_block(
+        &self,
+        xs: &[f64],
+        grad: bool,
+        offset: usize,
+        out: &mut PosteriorBatch,
+        ws: &mut Workspace,
+    ) {
         let d = self.d;
         let n = self.n();
         let m = xs.len() / d;
@@ -353,9 +389,7 @@ impl ExactGp {
         let xt = &self.xt;
         // Cross-covariance Kq (n × m) and, for gradients, G = σ² κ'(r²) (n × m). The loops run
         // over training points in the inner dimension, on contiguous scaled coordinates.
-        let mut kq = Mat::<f64>::zeros(n, m);
-        let mut gq = Mat::<f64>::zeros(n, if grad { m } else { 0 });
-        let mut r2 = vec![0.0; n];
+        let Workspace { kq, gq, v, w, r2 } = ws;
         let mut qs = vec![0.0; d];
         for j in 0..m {
             for k in 0..d {
@@ -363,25 +397,29 @@ impl ExactGp {
             }
             r2.fill(0.0);
             for (k, &qk) in qs.iter().enumerate() {
-                add_squared_diff(&mut r2, &xt[k * n..(k + 1) * n], qk);
+                add_squared_diff(r2, &xt[k * n..(k + 1) * n], qk);
             }
             let kcol = kq.col_as_slice_mut(j);
             if grad {
-                eval_r2_slice(kern.kind, s2, &r2, kcol, gq.col_as_slice_mut(j));
+                eval_r2_slice(kern.kind, s2, r2, kcol, gq.col_as_slice_mut(j));
             } else {
-                eval_r2_slice(kern.kind, s2, &r2, kcol, &mut []);
+                eval_r2_slice(kern.kind, s2, r2, kcol, &mut []);
             }
             out.mean[offset + j] = self.params.mean + dot(kcol, &self.alpha);
         }
         // Variance: V = L⁻¹ Kq, σ² = k(x,x) − ‖V_j‖².
         let linv = self.linv();
-        let mut v = Mat::<f64>::zeros(n, m);
         if m <= SMALL_BATCH {
             for j in 0..m {
                 lower_matvec(linv.as_ref(), kq.col_as_slice(j), v.col_as_slice_mut(j));
             }
         } else {
-            trmm(v.as_mut(), linv.as_ref(), false, kq.as_ref());
+            trmm(
+                v.as_mut().subcols_mut(0, m),
+                linv.as_ref(),
+                false,
+                kq.as_ref().subcols(0, m),
+            );
         }
         for j in 0..m {
             let col = v.col_as_slice(j);
@@ -393,13 +431,17 @@ impl ExactGp {
         // W = K⁻¹ Kq = L⁻ᵀ V. With scaled coordinates q̃ = q/ℓ, x̃ = x/ℓ:
         //   ∂μ/∂x_k  =  (2/ℓ_k) Σ_i α_i G_ij (q̃_k − x̃_ik)
         //   ∂σ²/∂x_k = −(4/ℓ_k) Σ_i W_ij G_ij (q̃_k − x̃_ik)
-        let mut w = Mat::<f64>::zeros(n, m);
         if m <= SMALL_BATCH {
             for j in 0..m {
                 lower_t_matvec(linv.as_ref(), v.col_as_slice(j), w.col_as_slice_mut(j));
             }
         } else {
-            trmm(w.as_mut(), linv.transpose(), true, v.as_ref());
+            trmm(
+                w.as_mut().subcols_mut(0, m),
+                linv.transpose(),
+                true,
+                v.as_ref().subcols(0, m),
+            );
         }
         let mut a = vec![0.0; n];
         let mut b = vec![0.0; n];
