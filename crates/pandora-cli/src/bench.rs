@@ -4,7 +4,7 @@
 //! multi-start LogEI maximization.
 
 use anyhow::{Result, anyhow};
-use pandora_core::acquisition::{LogExpectedImprovement, OnModel};
+use pandora_core::acquisition::{LinearMeanCost, LogExpectedImprovement, OnModel, Pbgi};
 use pandora_core::gp::fit::{FitOptions, fit};
 use pandora_core::gp::likelihood::log_marginal_likelihood;
 use pandora_core::gp::{ExactGp, GpParams, Kernel, KernelKind};
@@ -121,6 +121,19 @@ pub fn main(filter: Option<&str>, quick: bool, reps: usize) -> Result<()> {
                 "median_ms": med, "min_ms": min, "reps": r, "threads": 1}),
             );
         }
+        if want("pbgi_value_grad") {
+            // The peer's PBGI workload: λ = 1e-4, known cost c(x) = 1 + 20·mean(x).
+            let cost = LinearMeanCost {
+                offset: 1.0,
+                slope: 20.0,
+            };
+            let acq = OnModel::with_cost(&gp, Pbgi { lambda: 1e-4 }, &cost);
+            let (med, min, r) = time(reps, || acq.evaluate(&pts, true).expect("pbgi"));
+            emit(
+                json!({"bench": "pbgi_value_grad", "n": n, "d": D, "points": 1600,
+                "median_ms": med, "min_ms": min, "reps": r, "threads": 1}),
+            );
+        }
         if want("lml_grad") {
             let p = micro_params();
             let (med, min, r) = time(reps, || {
@@ -163,6 +176,26 @@ pub fn main(filter: Option<&str>, quick: bool, reps: usize) -> Result<()> {
             emit(json!({"bench": "logei_maximize", "n": n, "d": D,
                 "raw_samples": 200 * D, "restarts": 10 * D, "value": value,
                 "median_ms": med, "min_ms": min, "reps": r, "threads": threads}));
+        }
+        if want("pbgi_maximize") && (n == 200 || quick) {
+            let f = fit(&x, &y, D, &opts, None).map_err(e)?;
+            let cost = LinearMeanCost {
+                offset: 1.0,
+                slope: 20.0,
+            };
+            let acq = OnModel::with_cost(&f.gp, Pbgi { lambda: 1e-4 }, &cost);
+            let ms = MultiStartOptions::default();
+            let mut value = f64::NAN;
+            let mut seed = 0;
+            let (med, min, r) = time(reps, || {
+                seed += 1;
+                value = maximize(&acq, &ms, seed).expect("maximize").value;
+            });
+            emit(
+                json!({"bench": "pbgi_maximize", "n": n, "d": D, "lambda": 1e-4,
+                "cost": "1 + 20 mean(x)", "raw_samples": 200 * D, "restarts": 10 * D,
+                "value": value, "median_ms": med, "min_ms": min, "reps": r, "threads": threads}),
+            );
         }
     }
     Ok(())
