@@ -4,9 +4,11 @@
 
 use anyhow::{Context, Result, anyhow, bail};
 use pandora_core::acquisition::{
-    ExpectedImprovement, LogExpectedImprovement, OnModel, PointwiseAcquisition,
+    AcquisitionName, AcquisitionParams, CostConvention, CostModel, LinearMeanCost, LogCostBatch,
+    OnModel, ThompsonSample, UniformCost, build_pointwise,
 };
 use pandora_core::gp::{ExactGp, GpParams, Kernel, KernelKind};
+use pandora_core::optim::multistart::Objective;
 use pandora_core::optim::multistart::{MultiStartOptions, MultiStartResult, maximize};
 use serde::{Deserialize, Serialize};
 use std::io::Read;
@@ -39,6 +41,49 @@ fn one() -> f64 {
 struct AcqSpec {
     name: String,
     best_f: Option<f64>,
+    beta: Option<f64>,
+    t: Option<f64>,
+    alpha: Option<f64>,
+    remaining_budget: Option<f64>,
+    budget: Option<f64>,
+    lambda: Option<f64>,
+    convention: Option<String>,
+    cost: Option<CostSpec>,
+    seed: Option<u64>,
+    num_features: Option<usize>,
+}
+
+/// Evaluation cost of the query points.
+#[derive(Debug, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+enum CostSpec {
+    /// c ≡ 1.
+    Uniform,
+    /// c(x) = offset + slope · mean(x).
+    LinearMean { offset: f64, slope: f64 },
+    /// One known cost per query point (no gradient; cannot be optimized).
+    Values { values: Vec<f64> },
+}
+
+/// Costs given per query point, in the order of `points`.
+struct PointCosts(Vec<f64>);
+
+impl CostModel for PointCosts {
+    fn log_cost(&self, xs: &[f64], d: usize, grad: bool) -> pandora_core::Result<LogCostBatch> {
+        let m = xs.len() / d;
+        if m != self.0.len() {
+            return Err(pandora_core::Error::invalid(
+                "cost.values",
+                "per-point costs apply to the request's points only (not to optimize)",
+            ));
+        }
+        Ok(LogCostBatch {
+            mean: self.0.iter().map(|c| c.ln()).collect(),
+            var: vec![0.0; m],
+            mean_grad: if grad { vec![0.0; m * d] } else { Vec::new() },
+            var_grad: if grad { vec![0.0; m * d] } else { Vec::new() },
+        })
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -191,42 +236,14 @@ pub fn evaluate(text: &str) -> Result<serde_json::Value> {
     let mut acquisitions = Vec::new();
     let mut optimum = None;
     for (i, spec) in input.acquisitions.iter().enumerate() {
-        let best_f = |name: &str| -> Result<f64> {
-            let v = spec
-                .best_f
-                .ok_or_else(|| anyhow!("acquisitions[{i}].best_f: required by '{name}'"))?;
-            if !v.is_finite() {
-                bail!("acquisitions[{i}].best_f: must be finite");
-            }
-            Ok(v)
-        };
         let opt = input
             .optimize
             .as_ref()
             .filter(|o| o.acquisition == i)
             .map(|o| optimize_settings(o, d))
             .transpose()?;
-        let (value, gradient, best) = match spec.name.as_str() {
-            "ei" => run(
-                &gp,
-                ExpectedImprovement {
-                    best_f: best_f("ei")?,
-                },
-                &points,
-                opt,
-            )?,
-            "log_ei" => run(
-                &gp,
-                LogExpectedImprovement {
-                    best_f: best_f("log_ei")?,
-                },
-                &points,
-                opt,
-            )?,
-            other => bail!(
-                "acquisitions[{i}].name: unknown acquisition '{other}' (available: ei, log_ei)"
-            ),
-        };
+        let (value, gradient, best) =
+            run_spec(&gp, spec, &points, d, opt).map_err(|e| anyhow!("acquisitions[{i}].{e:#}"))?;
         if let Some(r) = best {
             optimum = Some(OptimumOutput {
                 acquisition: spec.name.clone(),
@@ -282,19 +299,111 @@ fn optimize_settings(o: &OptimizeSpec, d: usize) -> Result<(MultiStartOptions, u
 
 type Evaluated = (Vec<f64>, Vec<f64>, Option<MultiStartResult>);
 
-fn run<A: PointwiseAcquisition>(
+/// Evaluates one acquisition spec at the points (and maximizes it if asked). Errors start with
+/// the offending field name, so the caller can prefix the acquisition's index.
+fn run_spec(
     gp: &ExactGp,
-    acq: A,
+    spec: &AcqSpec,
     points: &[f64],
+    d: usize,
     optimize: Option<(MultiStartOptions, u64)>,
 ) -> Result<Evaluated> {
-    let obj = OnModel::new(gp, acq);
-    let (v, g) = obj.evaluate(points, true).map_err(|e| anyhow!("{e}"))?;
+    let name = AcquisitionName::parse(&spec.name).map_err(|e| anyhow!("{}", field_error(e)))?;
+    // `costs` must outlive `objective`, which borrows it.
+    let costs: Box<dyn CostModel>;
+    let objective: Box<dyn Objective + '_>;
+    let evaluated: (Vec<f64>, Vec<f64>);
+    match name {
+        AcquisitionName::Random => {
+            bail!("name: 'random' has no value at a point (it is a policy, not a function)")
+        }
+        AcquisitionName::Ts => {
+            let ts = ThompsonSample::draw(
+                gp,
+                spec.num_features.unwrap_or(1024),
+                spec.seed.unwrap_or(0),
+            )
+            .map_err(|e| anyhow!("{}", field_error(e)))?;
+            let mut g = vec![0.0; points.len()];
+            let v = points
+                .chunks_exact(d)
+                .zip(g.chunks_exact_mut(d))
+                .map(|(x, gx)| ts.value_grad(x, gx))
+                .collect();
+            evaluated = (v, g);
+            objective = Box::new(ts);
+        }
+        _ => {
+            let convention = match spec.convention.as_deref() {
+                None | Some("inverse") => CostConvention::Inverse,
+                Some("expected") => CostConvention::Expected,
+                Some(other) => {
+                    bail!("convention: expected 'inverse' or 'expected', got '{other}'")
+                }
+            };
+            let params = AcquisitionParams {
+                best_f: spec.best_f,
+                beta: spec.beta,
+                t: spec.t,
+                alpha: spec.alpha,
+                remaining_budget: spec.remaining_budget,
+                total_budget: spec.budget,
+                lambda: spec.lambda,
+                convention: Some(convention),
+            };
+            let acq =
+                build_pointwise(name, &params, d).map_err(|e| anyhow!("{}", field_error(e)))?;
+            costs = match &spec.cost {
+                None | Some(CostSpec::Uniform) => Box::new(UniformCost),
+                Some(CostSpec::LinearMean { offset, slope }) => Box::new(LinearMeanCost {
+                    offset: *offset,
+                    slope: *slope,
+                }),
+                Some(CostSpec::Values { values }) => {
+                    if values.len() != points.len() / d {
+                        bail!(
+                            "cost.values: expected {} costs (one per point), got {}",
+                            points.len() / d,
+                            values.len()
+                        );
+                    }
+                    if values.iter().any(|c| !(c.is_finite() && *c > 0.0)) {
+                        bail!("cost.values: every cost must be finite and > 0");
+                    }
+                    if optimize.is_some() {
+                        bail!(
+                            "cost: per-point 'values' costs cannot be optimized; use a cost function"
+                        );
+                    }
+                    Box::new(PointCosts(values.clone()))
+                }
+            };
+            let obj = OnModel::with_cost(gp, acq, costs.as_ref());
+            evaluated = obj
+                .evaluate(points, true)
+                .map_err(|e| anyhow!("{}", field_error(e)))?;
+            objective = Box::new(obj);
+        }
+    }
+    let (values, grads) = evaluated;
+    if let Some(j) = values.iter().position(|v| v.is_nan()) {
+        bail!("name: the acquisition is undefined at points[{j}]");
+    }
     let best = match optimize {
-        Some((ms, seed)) => Some(maximize(&obj, &ms, seed).map_err(|e| anyhow!("optimize: {e}"))?),
+        Some((ms, seed)) => {
+            Some(maximize(objective.as_ref(), &ms, seed).map_err(|e| anyhow!("optimize: {e}"))?)
+        }
         None => None,
     };
-    Ok((v, g, best))
+    Ok((values, grads, best))
+}
+
+/// Renders a core error as `field: reason`.
+fn field_error(e: pandora_core::Error) -> String {
+    match e {
+        pandora_core::Error::InvalidInput { what, reason } => format!("{what}: {reason}"),
+        other => other.to_string(),
+    }
 }
 
 /// Reads the request from `path` (stdin if `None` or `-`) and prints the response.

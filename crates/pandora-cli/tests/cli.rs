@@ -84,7 +84,7 @@ fn eval_round_trips_the_example_file() {
 
     // EI and LogEI agree where EI does not underflow; LogEI stays finite where it does.
     let acqs = out["acquisitions"].as_array().unwrap();
-    assert_eq!(acqs.len(), 2);
+    assert_eq!(acqs.len(), 3);
     let ei = floats(&acqs[0]["value"]);
     let log_ei = floats(&acqs[1]["value"]);
     for (e, l) in ei.iter().zip(&log_ei) {
@@ -159,4 +159,48 @@ fn bench_quick_prints_json_lines() {
         assert_eq!(l["bench"], "lml_grad");
         assert!(l["median_ms"].as_f64().unwrap() > 0.0);
     }
+}
+
+#[test]
+fn eval_computes_every_named_acquisition_with_costs() {
+    let req = r#"{"train_x": [[0.1, 0.2], [0.4, 0.9], [0.8, 0.3], [0.55, 0.55]],
+     "train_y": [1.0, 0.3, 1.4, 0.9],
+     "kernel": {"type": "matern52", "lengthscales": [0.3, 0.5], "outputscale": 1.7},
+     "noise": 1e-4, "mean": 0.2, "points": [[0.5, 0.5], [0.9, 0.1]],
+     "acquisitions": [
+      {"name": "ei", "best_f": 1.4},
+      {"name": "eipc", "best_f": 1.4, "cost": {"type": "linear_mean", "offset": 1, "slope": 20}},
+      {"name": "log_eipc", "best_f": 1.4, "convention": "expected", "cost": {"type": "values", "values": [2, 3]}},
+      {"name": "eicc", "best_f": 1.4, "remaining_budget": 40, "budget": 100, "cost": {"type": "linear_mean", "offset": 1, "slope": 20}},
+      {"name": "pi", "best_f": 1.4}, {"name": "log_pi", "best_f": 1.4},
+      {"name": "ucb", "beta": 2.0}, {"name": "ucb", "t": 3}, {"name": "lcb", "beta": 2.0},
+      {"name": "log_ei", "best_f": 1.4}, {"name": "log_eicc", "best_f": 1.4, "alpha": 0.5},
+      {"name": "pbgi", "lambda": 1e-4, "cost": {"type": "linear_mean", "offset": 1, "slope": 20}},
+      {"name": "pbgi_d", "lambda": 0.1}, {"name": "ts", "seed": 1}],
+     "optimize": {"acquisition": 11}}"#;
+    let (code, stdout, stderr) = run_eval(&["-"], Some(req));
+    assert_eq!(code, 0, "{stderr}");
+    let out: Value = serde_json::from_str(&stdout).unwrap();
+    let acqs = out["acquisitions"].as_array().unwrap();
+    assert_eq!(acqs.len(), 14);
+    for a in acqs {
+        assert!(
+            floats(&a["value"]).iter().all(|v| v.is_finite()),
+            "{}",
+            a["name"]
+        );
+        assert_eq!(a["gradient"].as_array().unwrap().len(), 2);
+    }
+    let ei = floats(&acqs[0]["value"]);
+    let eipc = floats(&acqs[1]["value"]);
+    let log_eipc = floats(&acqs[2]["value"]);
+    let eicc = floats(&acqs[3]["value"]);
+    // c(x) = 1 + 20·mean(x): 11 at (0.5, 0.5) and 11 at (0.9, 0.1).
+    for j in 0..2 {
+        assert!((eipc[j] - ei[j] / 11.0).abs() < 1e-15 * (1.0 + ei[j]));
+        assert!((eicc[j] - ei[j] / 11f64.powf(0.4)).abs() < 1e-14 * (1.0 + ei[j]));
+        let c = [2.0f64, 3.0][j];
+        assert!((log_eipc[j] - (ei[j].ln() - c.ln())).abs() < 1e-10);
+    }
+    assert_eq!(out["optimum"]["acquisition"], "pbgi");
 }

@@ -10,6 +10,8 @@
 pub mod analytic;
 pub mod cost;
 pub mod pbgi;
+pub mod registry;
+pub mod ts;
 
 pub use crate::gp::Posterior;
 pub use analytic::{
@@ -19,6 +21,8 @@ pub use analytic::{
 };
 pub use cost::{CostModel, KnownCost, LinearMeanCost, LogCostBatch, UniformCost, UnknownCost};
 pub use pbgi::{Pbgi, PbgiIndex, pbgi_index, pbgi_index_min};
+pub use registry::{AcquisitionName, AcquisitionParams, build_pointwise};
+pub use ts::ThompsonSample;
 
 use crate::error::Result;
 use crate::optim::multistart::Objective;
