@@ -10,6 +10,7 @@
 pub mod analytic;
 pub mod cost;
 pub mod pbgi;
+pub mod pbgi_d;
 pub mod registry;
 pub mod ts;
 
@@ -21,6 +22,7 @@ pub use analytic::{
 };
 pub use cost::{CostModel, KnownCost, LinearMeanCost, LogCostBatch, UniformCost, UnknownCost};
 pub use pbgi::{Pbgi, PbgiIndex, pbgi_index, pbgi_index_min};
+pub use pbgi_d::PbgiDecay;
 pub use registry::{AcquisitionName, AcquisitionParams, build_pointwise};
 pub use ts::ThompsonSample;
 

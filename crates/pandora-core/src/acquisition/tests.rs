@@ -247,3 +247,43 @@ fn invalid_costs_are_errors() {
     let mut g = [0.0; 2];
     assert!(obj.value_grad(&[0.5, 0.5], &mut g).is_nan());
 }
+
+/// The situation of the PBGI paper's Figure 8: on one posterior, EI and large-λ PBGI pick a point
+/// near the incumbent, small-λ PBGI a riskier point where the mean is lower but the variance
+/// larger.
+#[test]
+fn figure_8_ei_and_large_lambda_exploit_small_lambda_explores() {
+    let x = vec![0.15, 0.3, 0.42, 0.55];
+    let y = vec![0.2, 1.0, 1.3, 0.6];
+    let gp = ExactGp::new(
+        x,
+        y.clone(),
+        GpParams {
+            kernel: Kernel::new(KernelKind::Matern52, vec![0.15], 1.0).unwrap(),
+            mean: 0.0,
+            noise: 1e-6,
+        },
+    )
+    .unwrap();
+    let grid: Vec<f64> = (0..=1000).map(|i| i as f64 / 1000.0).collect();
+    let argmax = |acq: Box<dyn PointwiseAcquisition>| -> (f64, f64, f64) {
+        let (v, _) = OnModel::new(&gp, acq).evaluate(&grid, false).unwrap();
+        let j = (0..v.len()).max_by(|&a, &b| v[a].total_cmp(&v[b])).unwrap();
+        let p = gp.posterior(&grid[j..=j], false).unwrap();
+        (grid[j], p.mean[0], p.var[0].sqrt())
+    };
+    let best_f = 1.3;
+    let (x_ei, mu_ei, s_ei) = argmax(Box::new(ExpectedImprovement { best_f }));
+    let (x_large, _, _) = argmax(Box::new(Pbgi { lambda: 1.0 }));
+    let (x_small, mu_small, s_small) = argmax(Box::new(Pbgi { lambda: 1e-5 }));
+    eprintln!("argmax: EI {x_ei}, PBGI(1) {x_large}, PBGI(1e-5) {x_small}");
+    // EI and large-λ PBGI stay near the incumbent at 0.42 and agree with each other.
+    assert!((x_ei - 0.42).abs() < 0.15, "EI chose {x_ei}");
+    assert!(
+        (x_large - x_ei).abs() < 0.05,
+        "large-λ PBGI chose {x_large}, EI {x_ei}"
+    );
+    // Small-λ PBGI goes where the mean is lower but the uncertainty higher.
+    assert!((x_small - x_ei).abs() > 0.2, "small-λ PBGI chose {x_small}");
+    assert!(mu_small < mu_ei && s_small > s_ei);
+}
