@@ -6,7 +6,8 @@
 //! need, e.g. `log E[c] = μ + σ²/2` (PBGI) or `log E[c^{−α}] = −αμ + α²σ²/2` (EIPC).
 
 use crate::error::{Error, Result};
-use crate::gp::Posterior;
+use crate::gp::fit::FitOptions;
+use crate::gp::{GpModel, Posterior, Transforms};
 
 /// Log-cost summaries at a batch of `m` points (gradients row-major `m × d`, empty if not asked).
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -123,5 +124,60 @@ impl<P: Posterior> CostModel for UnknownCost<'_, P> {
             mean_grad: p.mean_grad,
             var_grad: p.var_grad,
         })
+    }
+}
+
+/// Fits the GP on log cost used by [`UnknownCost`]: observed costs `costs` (> 0) at the rows of `x`
+/// (`n × d`), modelled as `log c ~ GP` with standardized outcomes and the given fit options.
+pub fn fit_log_cost_model(
+    x: &[f64],
+    costs: &[f64],
+    d: usize,
+    opts: &FitOptions,
+) -> Result<GpModel> {
+    if let Some(i) = costs.iter().position(|c| !(c.is_finite() && *c > 0.0)) {
+        return Err(Error::invalid(
+            "costs",
+            format!(
+                "every observed cost must be finite and > 0, got {} at {i}",
+                costs[i]
+            ),
+        ));
+    }
+    let logc: Vec<f64> = costs.iter().map(|c| c.ln()).collect();
+    let t = Transforms {
+        normalize_inputs: None,
+        standardize_outcomes: true,
+    };
+    GpModel::fit(x, &logc, d, &t, opts, None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn log_cost_model_learns_a_known_cost() {
+        // Costs 1 + 20·mean(x) observed on a grid in [0,1]².
+        let mut x = Vec::new();
+        let mut c = Vec::new();
+        for i in 0..6 {
+            for j in 0..6 {
+                let p = [i as f64 / 5.0, j as f64 / 5.0];
+                c.push(1.0 + 10.0 * (p[0] + p[1]));
+                x.extend_from_slice(&p);
+            }
+        }
+        let model = fit_log_cost_model(&x, &c, 2, &FitOptions::default()).unwrap();
+        let unknown = UnknownCost(&model);
+        let q = [0.33, 0.71];
+        let lc = unknown.log_cost(&q, 2, false).unwrap();
+        let expected_cost = (lc.mean[0] + 0.5 * lc.var[0]).exp();
+        let truth = 1.0 + 10.0 * (0.33 + 0.71);
+        assert!(
+            (expected_cost / truth - 1.0).abs() < 0.02,
+            "{expected_cost} vs {truth}"
+        );
+        assert!(fit_log_cost_model(&x, &vec![0.0; 36], 2, &FitOptions::default()).is_err());
     }
 }

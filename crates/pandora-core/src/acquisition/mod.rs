@@ -20,7 +20,10 @@ pub use analytic::{
     LogExpectedImprovementPerCost, LogProbabilityOfImprovement, LowerConfidenceBound,
     ProbabilityOfImprovement, UpperConfidenceBound, cost_cooling_alpha, gp_ucb_beta,
 };
-pub use cost::{CostModel, KnownCost, LinearMeanCost, LogCostBatch, UniformCost, UnknownCost};
+pub use cost::{
+    CostModel, KnownCost, LinearMeanCost, LogCostBatch, UniformCost, UnknownCost,
+    fit_log_cost_model,
+};
 pub use pbgi::{Pbgi, PbgiIndex, pbgi_index, pbgi_index_min};
 pub use pbgi_d::PbgiDecay;
 pub use registry::{AcquisitionName, AcquisitionParams, build_pointwise};
