@@ -9,6 +9,7 @@
 //! - [`gp`]: kernels, the exact Gaussian-process posterior, hyperparameter fitting, pathwise samples.
 //! - [`acquisition`]: acquisition functions with exact gradients (maximization convention).
 //! - [`optim`]: bounded L-BFGS-B, scrambled Sobol points and multi-start maximization on `[0,1]^d`.
+//! - [`policy`]: one BO step: initial design, fit, acquisition, maximization, proposal.
 
 pub mod acquisition;
 pub mod error;
@@ -16,5 +17,6 @@ pub mod gp;
 pub mod linalg;
 pub mod math;
 pub mod optim;
+pub mod policy;
 
 pub use error::{Error, Result};
