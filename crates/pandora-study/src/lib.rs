@@ -1,0 +1,17 @@
+//! # pandora-study
+//!
+//! Studies and trials: search spaces mapped to the unit cube, the ask/tell loop over the BO step
+//! of `pandora-core`, budgets in cost units, and persistent storage (SQLite embedded by default).
+//!
+//! Data flows one way: a [`space::SearchSpace`] encodes user parameters to `[0,1]^d`; the
+//! [`study::Study`] reads the trials from a [`storage::Storage`], asks `pandora_core::policy` for the
+//! next point under the storage's lock (so that no two workers receive the same trial), stores it
+//! as a running trial, and records the outcome on `tell`.
+
+pub mod error;
+pub mod space;
+pub mod storage;
+pub mod trial;
+
+pub use error::{Error, Result};
+pub use trial::{NewTrial, Outcome, Trial, TrialState};

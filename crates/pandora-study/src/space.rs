@@ -1,0 +1,1 @@
+//! Search spaces (see the module docs once written).
