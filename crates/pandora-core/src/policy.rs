@@ -94,6 +94,9 @@ pub struct History<'a> {
     pub y: &'a [f64],
     /// Observed costs (used when costs are unknown).
     pub cost: &'a [f64],
+    /// Points handed out but not yet evaluated (row-major): the model is conditioned on its own
+    /// posterior mean there, so parallel workers do not pile onto one point.
+    pub pending: &'a [f64],
 }
 
 /// How the proposal was made.
@@ -172,7 +175,14 @@ pub fn propose(
         seed,
         ..config.fit.clone()
     };
-    let model = GpModel::fit(history.x, history.y, d, &transforms, &fit_opts, warm)?;
+    let fitted = GpModel::fit(history.x, history.y, d, &transforms, &fit_opts, warm)?;
+    if !history.pending.len().is_multiple_of(d) {
+        return Err(Error::invalid(
+            "history.pending",
+            "length is not a multiple of d",
+        ));
+    }
+    let model = fitted.with_fantasies(history.pending)?;
     let best_f = history.y.iter().copied().fold(f64::NEG_INFINITY, f64::max);
     let lambda = ctx.lambda.or(config.params.lambda);
     let ms = &config.multistart;
@@ -183,7 +193,7 @@ pub fn propose(
             x: r.x,
             phase: Phase::Model,
             acquisition_value: r.value,
-            params: Some(model.params().clone()),
+            params: Some(fitted.params().clone()),
             cost_params: None,
             lambda: None,
         });
@@ -227,7 +237,7 @@ pub fn propose(
         x: r.x,
         phase: Phase::Model,
         acquisition_value: r.value,
-        params: Some(model.params().clone()),
+        params: Some(fitted.params().clone()),
         cost_params,
         lambda: if uses_lambda { lambda } else { None },
     })
@@ -280,6 +290,7 @@ mod tests {
                 x: &x,
                 y: &y,
                 cost: &c,
+                pending: &[],
             };
             let p = propose(d, hist, &config, &ctx, cost, seed + k as u64, warm.as_ref()).unwrap();
             assert!(p.x.iter().all(|v| (0.0..=1.0).contains(v)));
@@ -323,6 +334,52 @@ mod tests {
     }
 
     #[test]
+    fn pending_points_are_not_proposed_again() {
+        let d = 2;
+        let config = small_config(AcquisitionName::LogEi);
+        let x: Vec<f64> = (0..8)
+            .flat_map(|i| [i as f64 / 8.0 + 0.05, (i * 3 % 8) as f64 / 8.0])
+            .collect();
+        let y: Vec<f64> = x.chunks(2).map(f).collect();
+        let first = propose(
+            d,
+            History {
+                x: &x,
+                y: &y,
+                cost: &[],
+                pending: &[],
+            },
+            &config,
+            &StepContext::default(),
+            CostSetting::Uniform,
+            3,
+            None,
+        )
+        .unwrap();
+        let second = propose(
+            d,
+            History {
+                x: &x,
+                y: &y,
+                cost: &[],
+                pending: &first.x,
+            },
+            &config,
+            &StepContext::default(),
+            CostSetting::Uniform,
+            3,
+            None,
+        )
+        .unwrap();
+        let dist = ((first.x[0] - second.x[0]).powi(2) + (first.x[1] - second.x[1]).powi(2)).sqrt();
+        assert!(
+            dist > 1e-3,
+            "the pending point {:?} was proposed again",
+            first.x
+        );
+    }
+
+    #[test]
     fn steps_are_deterministic_and_the_initial_design_is_one_sobol_sequence() {
         let key = |ps: Vec<Proposal>| -> Vec<(Vec<f64>, u64, Option<GpParams>)> {
             ps.into_iter()
@@ -345,6 +402,7 @@ mod tests {
                 x: &[0.1],
                 y: &[1.0],
                 cost: &[],
+                pending: &[],
             },
             &StepConfig::default(),
             &StepContext::default(),

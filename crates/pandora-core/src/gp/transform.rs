@@ -232,6 +232,21 @@ impl GpModel {
 }
 
 impl GpModel {
+    /// The model after also "observing" its own posterior mean at the raw points `xs` (kriging
+    /// believer fantasies): the mean is unchanged there and the variance collapses to the noise,
+    /// so a pending evaluation is not proposed again. `O(n² m)` by a Cholesky append.
+    pub fn with_fantasies(&self, xs: &[f64]) -> Result<Self> {
+        if xs.is_empty() {
+            return Ok(self.clone());
+        }
+        let u = Self::apply_inputs(xs, &self.lower, &self.range);
+        let z = self.gp.posterior(&u, false)?.mean;
+        Ok(Self {
+            gp: self.gp.condition_on(&u, &z)?,
+            ..self.clone()
+        })
+    }
+
     /// Predictive mean and variance of a new observation in raw units (latent variance plus the
     /// observation noise, rescaled by the outcome transform).
     pub fn predict(&self, xs: &[f64]) -> Result<(Vec<f64>, Vec<f64>)> {
@@ -253,6 +268,27 @@ impl Posterior for GpModel {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fantasies_keep_the_mean_and_shrink_the_variance() {
+        let x = vec![0.1, 0.5, 0.9];
+        let y = vec![1.0, 3.0, 2.0];
+        let params = GpParams {
+            kernel: Kernel::new(KernelKind::Matern52, vec![0.3], 1.0).unwrap(),
+            mean: 0.0,
+            noise: 1e-4,
+        };
+        let t = Transforms {
+            normalize_inputs: None,
+            standardize_outcomes: true,
+        };
+        let m = GpModel::with_params(&x, &y, 1, &t, params).unwrap();
+        let f = m.with_fantasies(&[0.7]).unwrap();
+        let a = m.posterior(&[0.7], false).unwrap();
+        let b = f.posterior(&[0.7], false).unwrap();
+        assert!((a.mean[0] - b.mean[0]).abs() < 1e-9);
+        assert!(b.var[0] < 1e-3 * a.var[0]);
+    }
     use crate::gp::kernel::{Kernel, KernelKind};
 
     #[test]
