@@ -5,6 +5,11 @@ pub mod sqlite;
 use crate::error::Result;
 use crate::trial::{NewTrial, Outcome, Trial};
 
+/// The decision callback of [`Storage::ask_with`]: given the study's trials and state, the next
+/// trial and the new state.
+pub type Decide<'a> =
+    dyn FnMut(&[Trial], &serde_json::Value) -> Result<(NewTrial, serde_json::Value)> + 'a;
+
 /// Where studies live. Every method is atomic; a `tell` is durable when it returns.
 pub trait Storage: Send {
     /// Creates the study `name` with its configuration (JSON) if it does not exist, and returns
@@ -18,15 +23,7 @@ pub trait Storage: Send {
     /// PBGI-D's λ), lets `decide` choose the next trial and the new state, and inserts that trial
     /// as running for `worker`. No other worker can interleave between the read and the insert,
     /// so no two workers receive the same trial and each decision sees all pending trials.
-    fn ask_with(
-        &mut self,
-        study: &str,
-        worker: &str,
-        decide: &mut dyn FnMut(
-            &[Trial],
-            &serde_json::Value,
-        ) -> Result<(NewTrial, serde_json::Value)>,
-    ) -> Result<Trial>;
+    fn ask_with(&mut self, study: &str, worker: &str, decide: &mut Decide<'_>) -> Result<Trial>;
 
     /// Records the outcome of a running trial (durable before returning). Telling a trial that
     /// is not running is an error that changes nothing.
