@@ -5,11 +5,17 @@
 //! - [`pandora`]: boxes with discrete or normal rewards and deterministic or random costs, the
 //!   index `g` solving `E[max(X − g, 0)] = E[C]`, Weitzman's policy, its exact expected net utility
 //!   and a seeded Monte Carlo simulator.
+//! - [`chain`]: Markov chain selection, the local MDP and its Gittins index; Pandora's Box as a
+//!   special case.
 //! - [`dp`]: dynamic programming over `(opened set, best reward)` for small discrete instances.
 
+pub mod chain;
 pub mod dp;
 pub mod pandora;
 
+pub use chain::{
+    MarkovChain, all_indices, index_policy_choice, index_policy_value, selection_optimum,
+};
 pub use dp::{DP_MAX_BOXES, dp_optimum};
 pub use pandora::{
     Cost, MonteCarlo, PandoraBox, Problem, Reward, WeitzmanPolicy, discrete_index,

@@ -152,3 +152,156 @@ fn bad_input_is_an_error() {
     );
     assert!(matches!(e, Err(crate::Error::InvalidInput { ref what, .. }) if what == "fallback"));
 }
+
+fn random_dag_chain(rng: &mut Xoshiro256PlusPlus, n: usize) -> MarkovChain {
+    let mut transitions = vec![vec![0.0; n + 1]; n + 1];
+    for (s, row) in transitions.iter_mut().enumerate().take(n) {
+        let mut raw = vec![0.0; n + 1];
+        for (t, x) in raw.iter_mut().enumerate().skip(s + 1) {
+            if t == n || rng.random_bool(0.6) {
+                *x = rng.random_range(0.1..1.0);
+            }
+        }
+        let sum: f64 = raw.iter().sum();
+        *row = raw.iter().map(|x| x / sum).collect();
+    }
+    let rewards = (0..=n).map(|_| rng.random_range(-1.0..2.0)).collect();
+    let mut terminal = vec![false; n + 1];
+    terminal[n] = true;
+    MarkovChain::new(rewards, transitions, terminal).unwrap()
+}
+
+/// `G(s) = max_{C ∋ s} E[reward collected while in C] / P(absorbed before leaving C)`, by
+/// enumerating continuation sets (acyclic chains with states in topological order).
+fn index_by_enumeration(c: &MarkovChain, s: usize) -> f64 {
+    let n = c.len();
+    let nonterm: Vec<usize> = (0..n).filter(|&u| !c.terminal[u]).collect();
+    let mut best = f64::NEG_INFINITY;
+    for mask in 0u32..(1 << nonterm.len()) {
+        let inside: Vec<bool> = (0..n)
+            .map(|u| {
+                nonterm
+                    .iter()
+                    .position(|&x| x == u)
+                    .is_some_and(|k| mask & (1 << k) != 0)
+            })
+            .collect();
+        if !inside[s] {
+            continue;
+        }
+        let (mut r, mut a) = (vec![0.0; n], vec![0.0; n]);
+        for u in (0..n).rev() {
+            if !inside[u] {
+                continue;
+            }
+            r[u] = c.rewards[u];
+            for t in 0..n {
+                let p = c.transitions[u][t];
+                if c.terminal[t] {
+                    a[u] += p;
+                } else if inside[t] {
+                    r[u] += p * r[t];
+                    a[u] += p * a[t];
+                }
+            }
+        }
+        if a[s] > 0.0 {
+            best = best.max(r[s] / a[s]);
+        } else if r[s] > 0.0 {
+            return f64::INFINITY;
+        }
+    }
+    best
+}
+
+#[test]
+fn chain_indices_match_enumeration_and_index_policy_is_optimal() {
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(3);
+    let (mut worst_idx, mut worst_val) = (0.0_f64, 0.0_f64);
+    for t in 0..60 {
+        let k = 2 + t % 2;
+        let chains: Vec<MarkovChain> = (0..k)
+            .map(|_| random_dag_chain(&mut rng, 2 + t % 4))
+            .collect();
+        for c in &chains {
+            let g = c.gittins_indices().unwrap();
+            for (s, gs) in g.iter().enumerate() {
+                match gs {
+                    None => assert!(c.terminal[s]),
+                    Some(x) => {
+                        let e = index_by_enumeration(c, s);
+                        worst_idx = worst_idx.max((x - e).abs());
+                        assert!((x - e).abs() < 1e-9, "case {t} state {s}: {x} vs {e}");
+                    }
+                }
+            }
+        }
+        let start = vec![0; k];
+        let opt = selection_optimum(&chains, &start).unwrap();
+        let pol = index_policy_value(&chains, &start).unwrap();
+        worst_val = worst_val.max((opt - pol).abs());
+        assert!((opt - pol).abs() < 1e-9, "case {t}: {opt} vs {pol}");
+    }
+    eprintln!("max |index - enumeration| = {worst_idx:e}, max |index policy - DP| = {worst_val:e}");
+}
+
+#[test]
+fn pandora_is_a_special_case_of_chain_selection() {
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(5);
+    let mut worst = 0.0_f64;
+    for t in 0..80 {
+        let p = random_discrete(&mut rng, 1 + t % 4, 3, t % 2 == 1);
+        let w = p.weitzman().unwrap();
+        let mut chains = Vec::new();
+        for (i, b) in p.boxes.iter().enumerate() {
+            let Reward::Discrete { values, probs } = &b.reward else {
+                unreachable!()
+            };
+            let c = MarkovChain::pandora_box(values, probs, b.cost.mean()).unwrap();
+            let g = c.gittins_indices().unwrap()[0].unwrap();
+            worst = worst.max((g - w.indices[i]).abs());
+            assert!(
+                (g - w.indices[i]).abs() < 1e-9,
+                "case {t} box {i}: {g} vs {} {b:?}",
+                w.indices[i]
+            );
+            chains.push(c);
+        }
+        if let Some(y0) = p.fallback {
+            chains.push(MarkovChain::fallback(y0).unwrap());
+        }
+        let start = vec![0; chains.len()];
+        let v = index_policy_value(&chains, &start).unwrap();
+        assert!(
+            (v - w.expected_utility).abs() < 1e-9,
+            "case {t}: {v} vs {}",
+            w.expected_utility
+        );
+        let opt = selection_optimum(&chains, &start).unwrap();
+        assert!((opt - dp_optimum(&p).unwrap()).abs() < 1e-9);
+    }
+    eprintln!("max |chain index - box index| = {worst:e}");
+}
+
+#[test]
+fn chain_errors() {
+    // A state that cannot reach a terminal state.
+    let c = MarkovChain::new(
+        vec![1.0, 0.0],
+        vec![vec![1.0, 0.0], vec![0.0, 1.0]],
+        vec![false, true],
+    );
+    assert!(c.is_err());
+    let c = MarkovChain::new(vec![1.0], vec![vec![0.5]], vec![false]);
+    assert!(c.is_err());
+    // A positive-reward cycle that can still absorb has a finite index.
+    let c = MarkovChain::new(
+        vec![1.0, 0.0],
+        vec![vec![0.5, 0.5], vec![0.0, 1.0]],
+        vec![false, true],
+    )
+    .unwrap();
+    let g = c.gittins_indices().unwrap()[0].unwrap();
+    // Going forever earns E[visits] = 2; α = 1 + 0.5 max(α, V) → α = 2.
+    assert!((g - 2.0).abs() < 1e-9, "{g}");
+}
