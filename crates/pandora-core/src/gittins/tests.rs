@@ -305,3 +305,62 @@ fn chain_errors() {
     // Going forever earns E[visits] = 2; α = 1 + 0.5 max(α, V) → α = 2.
     assert!((g - 2.0).abs() < 1e-9, "{g}");
 }
+
+#[test]
+fn budget_is_met_exactly_and_optimal_by_duality() {
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(9);
+    let (mut worst_b, mut worst_dual) = (0.0_f64, 0.0_f64);
+    let mut binding = 0;
+    for t in 0..150 {
+        let p = random_discrete(&mut rng, 1 + t % 5, 4, t % 3 == 0);
+        // A budget between the cheapest and the most expensive index policies.
+        let lo = solve_budget(&p, 1e9).unwrap().expected_cost;
+        let b = rng.random_range(0.0..1.0) * lo;
+        let sol = match solve_budget(&p, b) {
+            Ok(s) => s,
+            Err(_) => continue, // infeasible without fallback
+        };
+        if !sol.binding {
+            continue;
+        }
+        binding += 1;
+        worst_b = worst_b.max((sol.expected_cost - b).abs());
+        assert!((sol.expected_cost - b).abs() < 1e-9, "case {t}");
+        // Weak duality: max_π E[R] − λ E[C] (DP) + λB bounds every feasible policy; attained.
+        let lag = dp_optimum(&p.with_scaled_costs(sol.lambda)).unwrap();
+        let gap = (sol.expected_reward - (lag + sol.lambda * b)).abs();
+        worst_dual = worst_dual.max(gap);
+        assert!(
+            gap < 1e-9,
+            "case {t}: {} vs {}",
+            sol.expected_reward,
+            lag + sol.lambda * b
+        );
+    }
+    assert!(binding > 50);
+    eprintln!(
+        "budget: {binding} binding cases, max |E[cost] − B| = {worst_b:e}, max duality gap = {worst_dual:e}"
+    );
+}
+
+#[test]
+fn budget_with_normal_boxes() {
+    let p = Problem::new(
+        vec![
+            PandoraBox::normal(0.0, 1.0, 1.0),
+            PandoraBox::normal(0.5, 0.5, 0.3),
+            PandoraBox::discrete(vec![0.0, 2.0], vec![0.7, 0.3], 0.5),
+        ],
+        None,
+    )
+    .unwrap();
+    let sol = solve_budget(&p, 1.0).unwrap();
+    assert!(sol.binding);
+    assert!(
+        (sol.expected_cost - 1.0).abs() < 1e-9,
+        "{}",
+        sol.expected_cost
+    );
+    assert!(solve_budget(&p, 0.1).is_err());
+    assert!(solve_budget(&p, f64::NAN).is_err());
+}
