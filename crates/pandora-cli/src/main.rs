@@ -1,6 +1,7 @@
 //! The `pandora` command-line tool.
 
 mod bench;
+mod boxes;
 mod eval;
 
 use clap::{Parser, Subcommand};
@@ -23,6 +24,17 @@ enum Command {
         /// Request file (`-` or absent: stdin).
         file: Option<String>,
     },
+    /// Solve a Pandora's Box instance exactly: indices, Weitzman's order, expected utility.
+    ///
+    /// Reads the instance from FILE, or from stdin when FILE is `-` or absent. See
+    /// docs/boxes.md for the format.
+    Boxes {
+        /// Instance file (`-` or absent: stdin).
+        file: Option<String>,
+        /// Also compute the brute-force DP optimum (discrete rewards, at most 12 boxes).
+        #[arg(long)]
+        verify: bool,
+    },
     /// Time the numerical core on fixed workloads and print one JSON line per measurement.
     Bench {
         /// Run only the workloads whose name contains this string.
@@ -41,6 +53,7 @@ fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Eval { file } => eval::main(file.as_deref()),
+        Command::Boxes { file, verify } => boxes::main(file.as_deref(), verify),
         Command::Bench {
             filter,
             quick,

@@ -13,6 +13,7 @@
 
 pub mod acquisition;
 pub mod error;
+pub mod gittins;
 pub mod gp;
 pub mod linalg;
 pub mod math;

@@ -1,0 +1,166 @@
+//! `pandora boxes`: solve a Pandora's Box instance exactly. JSON in, JSON out: the index of every
+//! box, Weitzman's opening order and the exact expected net utility of the policy; with `--verify`
+//! (discrete instances with at most 12 boxes) also the brute-force DP optimum.
+
+use anyhow::{Context, Result, anyhow, bail};
+use pandora_core::gittins::{Cost, PandoraBox, Problem, Reward, dp_optimum};
+use serde::{Deserialize, Serialize};
+use std::io::Read;
+
+/// Largest instance `--verify` accepts (the DP is exponential in the number of boxes).
+const VERIFY_MAX_BOXES: usize = 12;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BoxesInput {
+    boxes: Vec<BoxSpec>,
+    #[serde(default)]
+    fallback: Option<f64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BoxSpec {
+    cost: CostSpec,
+    rewards: Option<Discrete>,
+    normal: Option<NormalSpec>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum CostSpec {
+    Fixed(f64),
+    Random(Discrete),
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Discrete {
+    values: Vec<f64>,
+    probs: Vec<f64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NormalSpec {
+    mean: f64,
+    std: f64,
+}
+
+#[derive(Debug, Serialize)]
+struct BoxesOutput {
+    indices: Vec<f64>,
+    order: Vec<usize>,
+    expected_utility: f64,
+    expected_reward: f64,
+    expected_cost: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    dp_expected_utility: Option<f64>,
+}
+
+/// Parse, solve and (optionally) verify one request.
+fn solve(text: &str, verify: bool) -> Result<BoxesOutput> {
+    let de = &mut serde_json::Deserializer::from_str(text);
+    let input: BoxesInput = serde_path_to_error::deserialize(de)
+        .map_err(|e| anyhow!("invalid input at {}: {}", e.path(), e.inner()))?;
+    let mut boxes = Vec::with_capacity(input.boxes.len());
+    for (i, b) in input.boxes.into_iter().enumerate() {
+        let reward = match (b.rewards, b.normal) {
+            (Some(d), None) => Reward::Discrete {
+                values: d.values,
+                probs: d.probs,
+            },
+            (None, Some(n)) => Reward::Normal {
+                mean: n.mean,
+                std: n.std,
+            },
+            _ => bail!("boxes[{i}]: give exactly one of \"rewards\" and \"normal\""),
+        };
+        let cost = match b.cost {
+            CostSpec::Fixed(c) => Cost::Fixed(c),
+            CostSpec::Random(d) => Cost::Discrete {
+                values: d.values,
+                probs: d.probs,
+            },
+        };
+        boxes.push(PandoraBox { reward, cost });
+    }
+    let problem = Problem::new(boxes, input.fallback)?;
+    let pol = problem.weitzman()?;
+    let dp_expected_utility = if verify {
+        if !problem.is_discrete() || problem.boxes.len() > VERIFY_MAX_BOXES {
+            bail!(
+                "--verify needs discrete rewards and at most {VERIFY_MAX_BOXES} boxes (got {} boxes)",
+                problem.boxes.len()
+            );
+        }
+        Some(dp_optimum(&problem)?)
+    } else {
+        None
+    };
+    Ok(BoxesOutput {
+        indices: pol.indices,
+        order: pol.order,
+        expected_utility: pol.expected_utility,
+        expected_reward: pol.expected_reward,
+        expected_cost: pol.expected_cost,
+        dp_expected_utility,
+    })
+}
+
+/// Reads the instance from `path` (stdin if `None` or `-`) and prints the solution.
+pub fn main(path: Option<&str>, verify: bool) -> Result<()> {
+    let text = match path {
+        None | Some("-") => {
+            let mut s = String::new();
+            std::io::stdin()
+                .read_to_string(&mut s)
+                .context("reading the boxes instance from stdin")?;
+            s
+        }
+        Some(p) => std::fs::read_to_string(p).with_context(|| format!("reading {p}"))?,
+    };
+    let out = solve(&text, verify)?;
+    println!("{}", serde_json::to_string_pretty(&out)?);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const EXAMPLE: &str = r#"{"boxes": [{"cost": 0.3, "rewards": {"values": [0.0, 1.0, 4.0], "probs": [0.5, 0.3, 0.2]}},
+        {"cost": 0.1, "normal": {"mean": 0.5, "std": 1.0}}], "fallback": null}"#;
+
+    #[test]
+    fn example_solves() {
+        let out = solve(EXAMPLE, false).unwrap();
+        assert_eq!(out.indices.len(), 2);
+        assert!(out.expected_utility.is_finite());
+        assert!(solve(EXAMPLE, true).is_err()); // normal box: no DP
+    }
+
+    #[test]
+    fn errors_name_the_field() {
+        let cases = [
+            (
+                EXAMPLE.replace("0.3, 0.2]", "0.3, 0.3]"),
+                "boxes[0].rewards.probs",
+            ),
+            (
+                EXAMPLE.replace("\"std\": 1.0", "\"std\": -1.0"),
+                "boxes[1].normal.std",
+            ),
+            (
+                EXAMPLE.replace("\"cost\": 0.1", "\"cost\": -0.1"),
+                "boxes[1].cost",
+            ),
+            (EXAMPLE.replace("\"mean\"", "\"mu\""), "boxes[1].normal"),
+            (EXAMPLE.replace("null", "\"x\""), "fallback"),
+        ];
+        for (text, field) in cases {
+            let e = format!("{:#}", solve(&text, false).unwrap_err());
+            assert!(e.contains(field), "{field}: {e}");
+        }
+    }
+}
