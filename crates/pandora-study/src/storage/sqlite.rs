@@ -1,1 +1,555 @@
-//! SQLite backend.
+//! SQLite backend: one database file shared by any number of threads and processes.
+//!
+//! # Durability and locking
+//!
+//! * The database runs in WAL journal mode with `synchronous=FULL`, so every committed
+//!   transaction (in particular every [`Storage::tell`]) has been fsynced to the write-ahead log
+//!   before the call returns.
+//! * Every method that writes runs inside one `BEGIN IMMEDIATE` transaction: the write lock is
+//!   taken *before* anything is read, so a read-decide-write sequence (e.g.
+//!   [`Storage::ask_with`]) cannot interleave with another connection's, whether it lives in
+//!   another thread or another process.
+//! * A `busy_timeout` (30 s by default) makes a connection wait for the lock instead of failing
+//!   with `SQLITE_BUSY`.
+//! * Foreign keys are enforced (a trial belongs to an existing study).
+//!
+//! # Schema
+//!
+//! The schema is versioned by the `schema_version` table (one row per applied migration).
+//! Pending migrations are applied at [`SqliteStorage::open`] in one transaction; a database whose
+//! version is newer than [`SCHEMA_VERSION`] is refused. Migration 1 creates:
+//!
+//! ```sql
+//! studies(name TEXT PRIMARY KEY, config TEXT, state TEXT, created_at REAL)
+//! trials(study TEXT, number INTEGER, state TEXT, params TEXT, x TEXT, objective REAL,
+//!        cost REAL, worker TEXT, created_at REAL, finished_at REAL, heartbeat_at REAL,
+//!        decision TEXT, error TEXT, PRIMARY KEY(study, number))
+//! ```
+//!
+//! `config`, `state`, `params`, `x` and `decision` hold JSON text; times are Unix seconds.
+//!
+//! # Late outcomes
+//!
+//! A trial marked abandoned by [`Storage::abandon_stale`] may still be told: the evaluation was
+//! paid for, so its outcome (and its cost) is recorded and the trial becomes complete or failed.
+//! Telling a trial that is already complete or failed is an error that changes nothing.
+
+use std::time::Duration;
+
+use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
+
+use crate::error::{Error, Result};
+use crate::storage::{Storage, now};
+use crate::trial::{NewTrial, Outcome, Trial, TrialState};
+
+/// The newest schema version this code knows (the number of migrations).
+pub const SCHEMA_VERSION: i64 = 1;
+
+/// How long a connection waits for another one's lock by default.
+pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The migrations, in order: `MIGRATIONS[i]` brings the schema from version `i` to `i + 1`.
+const MIGRATIONS: &[&str] = &["
+    CREATE TABLE studies (
+        name TEXT PRIMARY KEY NOT NULL,
+        config TEXT NOT NULL,
+        state TEXT NOT NULL,
+        created_at REAL NOT NULL
+    );
+    CREATE TABLE trials (
+        study TEXT NOT NULL REFERENCES studies(name),
+        number INTEGER NOT NULL,
+        state TEXT NOT NULL,
+        params TEXT NOT NULL,
+        x TEXT NOT NULL,
+        objective REAL,
+        cost REAL,
+        worker TEXT,
+        created_at REAL NOT NULL,
+        finished_at REAL,
+        heartbeat_at REAL NOT NULL,
+        decision TEXT NOT NULL,
+        error TEXT,
+        PRIMARY KEY (study, number)
+    );
+"];
+
+/// The columns of `trials` in the order [`row_to_trial`] reads them.
+const TRIAL_COLUMNS: &str = "number, state, params, x, objective, cost, worker, created_at, \
+                             finished_at, heartbeat_at, decision, error";
+
+/// [`Storage`] in an SQLite database (a file, or `:memory:`).
+///
+/// Each `SqliteStorage` owns one connection; open one per thread or process on the same file.
+pub struct SqliteStorage {
+    conn: Connection,
+}
+
+impl std::fmt::Debug for SqliteStorage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteStorage")
+            .field("path", &self.conn.path())
+            .finish()
+    }
+}
+
+impl SqliteStorage {
+    /// Opens (creating if needed) the database at `path` (`:memory:` for a private in-memory
+    /// database), configures it (WAL, `synchronous=FULL`, busy timeout, foreign keys) and applies
+    /// pending schema migrations.
+    ///
+    /// Fails with [`Error::Storage`] if the file cannot be opened or its schema version is newer
+    /// than [`SCHEMA_VERSION`].
+    pub fn open(path: &str) -> Result<Self> {
+        Self::open_with_timeout(path, DEFAULT_BUSY_TIMEOUT)
+    }
+
+    /// Like [`SqliteStorage::open`], with the given busy timeout (how long to wait for another
+    /// connection's lock before failing).
+    pub fn open_with_timeout(path: &str, busy_timeout: Duration) -> Result<Self> {
+        if path.is_empty() {
+            return Err(Error::invalid("path", "empty database path"));
+        }
+        let conn = if path == ":memory:" {
+            Connection::open_in_memory()?
+        } else {
+            Connection::open(path)?
+        };
+        conn.busy_timeout(busy_timeout)?;
+        // `journal_mode` answers with the resulting mode, so it is a query, not an update.
+        // In-memory databases report "memory", which is fine.
+        let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
+        if path != ":memory:" && !mode.eq_ignore_ascii_case("wal") {
+            return Err(Error::Storage(format!(
+                "could not enable WAL journal mode on {path} (got {mode})"
+            )));
+        }
+        conn.pragma_update(None, "synchronous", "FULL")?;
+        conn.pragma_update(None, "foreign_keys", true)?;
+        let mut storage = SqliteStorage { conn };
+        storage.migrate()?;
+        Ok(storage)
+    }
+
+    /// Opens a database given as a URL: `sqlite:///abs/path.db`, `sqlite://rel/path.db`,
+    /// `sqlite:path.db`, `sqlite::memory:`, or a plain path. Other schemes are refused.
+    pub fn open_url(url: &str) -> Result<Self> {
+        Self::open(Self::path_of_url(url)?)
+    }
+
+    /// The path part of a URL accepted by [`SqliteStorage::open_url`].
+    pub fn path_of_url(url: &str) -> Result<&str> {
+        let path = if let Some(rest) = url.strip_prefix("sqlite://") {
+            rest
+        } else if let Some(rest) = url.strip_prefix("sqlite:") {
+            rest
+        } else if let Some((scheme, _)) = url.split_once("://") {
+            return Err(Error::invalid(
+                "storage URL",
+                format!("unsupported scheme {scheme:?} in {url:?} (expected sqlite:)"),
+            ));
+        } else {
+            url
+        };
+        if path.is_empty() {
+            return Err(Error::invalid("storage URL", format!("no path in {url:?}")));
+        }
+        Ok(path)
+    }
+
+    /// The schema version of the open database (the last applied migration).
+    pub fn schema_version(&self) -> Result<i64> {
+        Ok(read_version(&self.conn)?)
+    }
+
+    /// Applies pending migrations in one `BEGIN IMMEDIATE` transaction (so that two processes
+    /// opening a fresh file at once do not both migrate it).
+    fn migrate(&mut self) -> Result<()> {
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)?;
+        tx.execute_batch(
+            "CREATE TABLE IF NOT EXISTS schema_version (
+                 version INTEGER PRIMARY KEY NOT NULL,
+                 applied_at REAL NOT NULL
+             );",
+        )?;
+        let current = read_version(&tx)?;
+        if current > SCHEMA_VERSION {
+            return Err(Error::Storage(format!(
+                "database schema version {current} is newer than this version of Pandora \
+                 supports ({SCHEMA_VERSION}); upgrade Pandora to open it"
+            )));
+        }
+        if current < 0 {
+            return Err(Error::Storage(format!(
+                "corrupt schema_version table (version {current})"
+            )));
+        }
+        for (i, sql) in MIGRATIONS.iter().enumerate().skip(current as usize) {
+            let version = i as i64 + 1;
+            tx.execute_batch(sql)
+                .map_err(|e| Error::Storage(format!("schema migration {version}: {e}")))?;
+            tx.execute(
+                "INSERT INTO schema_version (version, applied_at) VALUES (?1, ?2)",
+                params![version, now()],
+            )?;
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Starts a transaction that holds the write lock from its first statement.
+    fn immediate(&mut self) -> Result<Transaction<'_>> {
+        Ok(self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)?)
+    }
+}
+
+/// The highest applied migration (0 for an empty table).
+fn read_version(conn: &Connection) -> rusqlite::Result<i64> {
+    conn.query_row(
+        "SELECT COALESCE(MAX(version), 0) FROM schema_version",
+        [],
+        |r| r.get(0),
+    )
+}
+
+/// Fails with [`Error::NotFound`] unless the study exists; returns its state text.
+fn study_state(conn: &Connection, study: &str) -> Result<String> {
+    conn.prepare_cached("SELECT state FROM studies WHERE name = ?1")?
+        .query_row([study], |r| r.get::<_, String>(0))
+        .optional()?
+        .ok_or_else(|| Error::NotFound(format!("study {study:?}")))
+}
+
+/// Converts a trial number to SQLite's signed integers.
+fn to_sql_number(number: u64) -> Result<i64> {
+    i64::try_from(number).map_err(|_| Error::invalid("trial number", "too large"))
+}
+
+/// A not-found error for trial `number` of `study`, distinguishing a missing study.
+fn trial_not_found(conn: &Connection, study: &str, number: u64) -> Error {
+    match study_state(conn, study) {
+        Err(e) => e,
+        Ok(_) => Error::NotFound(format!("trial {number} of study {study:?}")),
+    }
+}
+
+/// Reads one row selected with [`TRIAL_COLUMNS`].
+fn row_to_trial(r: &rusqlite::Row<'_>) -> rusqlite::Result<Trial> {
+    fn json_err(i: usize, e: serde_json::Error) -> rusqlite::Error {
+        rusqlite::Error::FromSqlConversionFailure(i, rusqlite::types::Type::Text, Box::new(e))
+    }
+    let number: i64 = r.get(0)?;
+    let state: String = r.get(1)?;
+    let state = TrialState::parse(&state).ok_or_else(|| {
+        rusqlite::Error::FromSqlConversionFailure(
+            1,
+            rusqlite::types::Type::Text,
+            format!("unknown trial state {state:?}").into(),
+        )
+    })?;
+    let params: String = r.get(2)?;
+    let x: String = r.get(3)?;
+    let decision: String = r.get(10)?;
+    Ok(Trial {
+        number: u64::try_from(number).map_err(|e| {
+            rusqlite::Error::FromSqlConversionFailure(0, rusqlite::types::Type::Integer, e.into())
+        })?,
+        state,
+        params: serde_json::from_str(&params).map_err(|e| json_err(2, e))?,
+        x: serde_json::from_str(&x).map_err(|e| json_err(3, e))?,
+        objective: r.get(4)?,
+        cost: r.get(5)?,
+        worker: r.get(6)?,
+        created_at: r.get(7)?,
+        finished_at: r.get(8)?,
+        heartbeat_at: r.get(9)?,
+        decision: serde_json::from_str(&decision).map_err(|e| json_err(10, e))?,
+        error: r.get(11)?,
+    })
+}
+
+/// All trials of `study`, by number (the study's existence is not checked).
+fn load_trials(conn: &Connection, study: &str) -> Result<Vec<Trial>> {
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {TRIAL_COLUMNS} FROM trials WHERE study = ?1 ORDER BY number"
+    ))?;
+    let rows = stmt.query_map([study], row_to_trial)?;
+    Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+}
+
+/// Trial `number` of `study`, if it exists.
+fn load_trial(conn: &Connection, study: &str, number: u64) -> Result<Option<Trial>> {
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {TRIAL_COLUMNS} FROM trials WHERE study = ?1 AND number = ?2"
+    ))?;
+    Ok(stmt
+        .query_row(params![study, to_sql_number(number)?], row_to_trial)
+        .optional()?)
+}
+
+/// Checks that `v` is a finite number; the error names `what`.
+fn finite(what: &str, v: f64) -> Result<f64> {
+    if v.is_finite() {
+        Ok(v)
+    } else {
+        Err(Error::invalid(what, format!("must be finite, got {v}")))
+    }
+}
+
+/// An outcome checked by [`validate_outcome`], as stored in the `trials` columns.
+struct ValidOutcome<'a> {
+    state: TrialState,
+    objective: Option<f64>,
+    cost: Option<f64>,
+    error: Option<&'a str>,
+}
+
+/// Validates an outcome before anything is written (NaN, infinities and impossible costs are
+/// refused with an error naming the field).
+fn validate_outcome(outcome: &Outcome) -> Result<ValidOutcome<'_>> {
+    match outcome {
+        Outcome::Complete { objective, cost } => {
+            let objective = finite("objective", *objective)?;
+            let cost = finite("cost", *cost)?;
+            if cost <= 0.0 {
+                return Err(Error::invalid(
+                    "cost",
+                    format!("a complete trial's cost must be > 0, got {cost}"),
+                ));
+            }
+            Ok(ValidOutcome {
+                state: TrialState::Complete,
+                objective: Some(objective),
+                cost: Some(cost),
+                error: None,
+            })
+        }
+        Outcome::Failed { reason, cost } => {
+            let cost = match cost {
+                None => None,
+                Some(c) => {
+                    let c = finite("cost", *c)?;
+                    if c < 0.0 {
+                        return Err(Error::invalid(
+                            "cost",
+                            format!("a failed trial's cost must be >= 0, got {c}"),
+                        ));
+                    }
+                    Some(c)
+                }
+            };
+            Ok(ValidOutcome {
+                state: TrialState::Failed,
+                objective: None,
+                cost,
+                error: Some(reason.as_str()),
+            })
+        }
+    }
+}
+
+impl Storage for SqliteStorage {
+    fn open_study(&mut self, name: &str, config_json: &str) -> Result<String> {
+        if name.is_empty() {
+            return Err(Error::invalid("study name", "must not be empty"));
+        }
+        serde_json::from_str::<serde_json::Value>(config_json)
+            .map_err(|e| Error::invalid("study config", format!("not valid JSON: {e}")))?;
+        let tx = self.immediate()?;
+        tx.execute(
+            "INSERT OR IGNORE INTO studies (name, config, state, created_at) \
+             VALUES (?1, ?2, 'null', ?3)",
+            params![name, config_json, now()],
+        )?;
+        let config: String =
+            tx.query_row("SELECT config FROM studies WHERE name = ?1", [name], |r| {
+                r.get(0)
+            })?;
+        tx.commit()?;
+        Ok(config)
+    }
+
+    fn studies(&mut self) -> Result<Vec<String>> {
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT name FROM studies ORDER BY name")?;
+        let names = stmt.query_map([], |r| r.get::<_, String>(0))?;
+        Ok(names.collect::<rusqlite::Result<Vec<_>>>()?)
+    }
+
+    fn ask_with(
+        &mut self,
+        study: &str,
+        worker: &str,
+        decide: &mut dyn FnMut(
+            &[Trial],
+            &serde_json::Value,
+        ) -> Result<(NewTrial, serde_json::Value)>,
+    ) -> Result<Trial> {
+        // The write lock is held from here to the commit: nobody can insert a trial or change
+        // the state between our read and our insert. Any early return drops `tx`, which rolls
+        // back.
+        let tx = self.immediate()?;
+        let state_text = study_state(&tx, study)?;
+        let state: serde_json::Value = serde_json::from_str(&state_text)?;
+        let trials = load_trials(&tx, study)?;
+        let (new, new_state) = decide(&trials, &state)?;
+        let NewTrial {
+            params: trial_params,
+            x,
+            decision,
+        } = new;
+        for (i, &xi) in x.iter().enumerate() {
+            // serde_json would silently store NaN or ±inf as null.
+            finite(&format!("x[{i}]"), xi)?;
+        }
+        let number = trials.last().map_or(0, |t| t.number + 1);
+        let t = now();
+        tx.prepare_cached(
+            "INSERT INTO trials (study, number, state, params, x, objective, cost, worker, \
+             created_at, finished_at, heartbeat_at, decision, error) \
+             VALUES (?1, ?2, ?3, ?4, ?5, NULL, NULL, ?6, ?7, NULL, ?7, ?8, NULL)",
+        )?
+        .execute(params![
+            study,
+            to_sql_number(number)?,
+            TrialState::Running.as_str(),
+            serde_json::to_string(&trial_params)?,
+            serde_json::to_string(&x)?,
+            worker,
+            t,
+            serde_json::to_string(&decision)?,
+        ])?;
+        tx.prepare_cached("UPDATE studies SET state = ?2 WHERE name = ?1")?
+            .execute(params![study, serde_json::to_string(&new_state)?])?;
+        tx.commit()?;
+        Ok(Trial {
+            number,
+            state: TrialState::Running,
+            params: trial_params,
+            x,
+            objective: None,
+            cost: None,
+            worker: Some(worker.to_owned()),
+            created_at: t,
+            finished_at: None,
+            heartbeat_at: t,
+            decision,
+            error: None,
+        })
+    }
+
+    fn tell(&mut self, study: &str, number: u64, outcome: &Outcome) -> Result<Trial> {
+        let ValidOutcome {
+            state,
+            objective,
+            cost,
+            error,
+        } = validate_outcome(outcome)?;
+        let tx = self.immediate()?;
+        let Some(trial) = load_trial(&tx, study, number)? else {
+            return Err(trial_not_found(&tx, study, number));
+        };
+        match trial.state {
+            TrialState::Running | TrialState::Abandoned => {}
+            done @ (TrialState::Complete | TrialState::Failed) => {
+                return Err(Error::invalid(
+                    format!("trial {number} of study {study:?}"),
+                    format!("already {}, cannot be told again", done.as_str()),
+                ));
+            }
+        }
+        let finished_at = now();
+        tx.prepare_cached(
+            "UPDATE trials SET state = ?3, objective = ?4, cost = ?5, error = ?6, \
+             finished_at = ?7 WHERE study = ?1 AND number = ?2",
+        )?
+        .execute(params![
+            study,
+            to_sql_number(number)?,
+            state.as_str(),
+            objective,
+            cost,
+            error,
+            finished_at,
+        ])?;
+        tx.commit()?;
+        Ok(Trial {
+            state,
+            objective,
+            cost,
+            error: error.map(str::to_owned),
+            finished_at: Some(finished_at),
+            ..trial
+        })
+    }
+
+    fn trials(&mut self, study: &str) -> Result<Vec<Trial>> {
+        // A read transaction gives a consistent snapshot of the study and its trials.
+        let tx = self.conn.transaction()?;
+        study_state(&tx, study)?;
+        let trials = load_trials(&tx, study)?;
+        tx.commit()?;
+        Ok(trials)
+    }
+
+    /// Refreshes `heartbeat_at`. A trial that is not running (e.g. already abandoned) is an
+    /// [`Error::Invalid`] that changes nothing, which tells the worker it was given up on.
+    fn heartbeat(&mut self, study: &str, number: u64) -> Result<()> {
+        let tx = self.immediate()?;
+        let state: Option<String> = tx
+            .prepare_cached("SELECT state FROM trials WHERE study = ?1 AND number = ?2")?
+            .query_row(params![study, to_sql_number(number)?], |r| r.get(0))
+            .optional()?;
+        match state.as_deref() {
+            None => return Err(trial_not_found(&tx, study, number)),
+            Some("running") => {}
+            Some(other) => {
+                return Err(Error::invalid(
+                    format!("trial {number} of study {study:?}"),
+                    format!("is {other}, not running"),
+                ));
+            }
+        }
+        tx.prepare_cached("UPDATE trials SET heartbeat_at = ?3 WHERE study = ?1 AND number = ?2")?
+            .execute(params![study, to_sql_number(number)?, now()])?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    fn abandon_stale(&mut self, study: &str, timeout_s: f64) -> Result<Vec<u64>> {
+        let timeout_s = finite("timeout_s", timeout_s)?;
+        if timeout_s < 0.0 {
+            return Err(Error::invalid(
+                "timeout_s",
+                format!("must be >= 0, got {timeout_s}"),
+            ));
+        }
+        let tx = self.immediate()?;
+        study_state(&tx, study)?;
+        let cutoff = now() - timeout_s;
+        let numbers = {
+            let mut stmt = tx.prepare_cached(
+                "SELECT number FROM trials \
+                 WHERE study = ?1 AND state = 'running' AND heartbeat_at < ?2 ORDER BY number",
+            )?;
+            let rows = stmt.query_map(params![study, cutoff], |r| r.get::<_, i64>(0))?;
+            rows.map(|n| Ok(n? as u64)).collect::<Result<Vec<u64>>>()?
+        };
+        tx.prepare_cached(
+            "UPDATE trials SET state = 'abandoned', error = ?3 \
+             WHERE study = ?1 AND state = 'running' AND heartbeat_at < ?2",
+        )?
+        .execute(params![
+            study,
+            cutoff,
+            format!("abandoned: no heartbeat for more than {timeout_s} s"),
+        ])?;
+        tx.commit()?;
+        Ok(numbers)
+    }
+}
