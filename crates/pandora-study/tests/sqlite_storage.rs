@@ -579,3 +579,68 @@ fn time_ask_tell_round_trip() {
         elapsed.as_secs_f64() * 1e3 / N as f64
     );
 }
+
+/// Environment variables through which [`multi_process_workers_get_distinct_trials`] hands a
+/// database and a worker id to the child processes running [`child_process_worker`].
+const CHILD_DB: &str = "PANDORA_SQLITE_TEST_CHILD_DB";
+const CHILD_ID: &str = "PANDORA_SQLITE_TEST_CHILD_ID";
+const CHILD_ASKS: u64 = 25;
+
+/// The body of one worker process (does nothing unless started by the multi-process test).
+#[test]
+#[ignore = "run as a child process by multi_process_workers_get_distinct_trials"]
+fn child_process_worker() {
+    let (Ok(path), Ok(id)) = (std::env::var(CHILD_DB), std::env::var(CHILD_ID)) else {
+        return;
+    };
+    let mut s = SqliteStorage::open(&path).expect("open");
+    s.open_study("s", "{}").expect("open_study");
+    let worker = format!("p{id}");
+    for _ in 0..CHILD_ASKS {
+        let t = ask(&mut s, "s", &worker);
+        s.tell(
+            "s",
+            t.number,
+            &Outcome::Complete {
+                objective: t.number as f64,
+                cost: 1.0,
+            },
+        )
+        .expect("tell");
+    }
+}
+
+#[test]
+fn multi_process_workers_get_distinct_trials() {
+    const PROCESSES: u64 = 3;
+    let (_dir, path) = temp_db();
+    let exe = std::env::current_exe().unwrap();
+    let children: Vec<_> = (0..PROCESSES)
+        .map(|id| {
+            std::process::Command::new(&exe)
+                .args(["--exact", "child_process_worker", "--ignored", "--quiet"])
+                .env(CHILD_DB, &path)
+                .env(CHILD_ID, id.to_string())
+                .stdout(std::process::Stdio::null())
+                .spawn()
+                .expect("spawn child")
+        })
+        .collect();
+    for mut c in children {
+        assert!(c.wait().unwrap().success(), "a worker process failed");
+    }
+    let mut s = SqliteStorage::open(&path).unwrap();
+    let trials = s.trials("s").unwrap();
+    assert_eq!(trials.len() as u64, PROCESSES * CHILD_ASKS);
+    for (i, t) in trials.iter().enumerate() {
+        assert_eq!(t.number, i as u64);
+        assert_eq!(t.state, TrialState::Complete);
+        assert_eq!(t.objective, Some(i as f64));
+    }
+    let workers: BTreeSet<_> = trials.iter().filter_map(|t| t.worker.clone()).collect();
+    assert_eq!(workers.len() as u64, PROCESSES);
+    assert_eq!(
+        study_state(&mut s, "s"),
+        json!({"calls": PROCESSES * CHILD_ASKS})
+    );
+}
