@@ -3,6 +3,7 @@
 mod bench;
 mod boxes;
 mod eval;
+mod study_cmd;
 
 use clap::{Parser, Subcommand};
 
@@ -16,6 +17,52 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Run a study: propose, evaluate and record trials until the budget or trial limit is
+    /// reached. Running it again resumes the study. See docs/studies.md.
+    Run {
+        /// Study configuration (TOML).
+        config: String,
+        /// Worker threads evaluating trials in parallel.
+        #[arg(long, default_value_t = 1)]
+        workers: usize,
+        /// Do not print a line per trial.
+        #[arg(long)]
+        quiet: bool,
+    },
+    /// Hand out the next trial of a study (for loops driven by another program).
+    Ask {
+        /// Study configuration (TOML).
+        config: String,
+        /// Worker name recorded with the trial.
+        #[arg(long)]
+        worker: Option<String>,
+    },
+    /// Record the outcome of a trial.
+    Tell {
+        /// Study configuration (TOML).
+        config: String,
+        /// Trial number (from `pandora ask`).
+        number: u64,
+        /// Objective value.
+        #[arg(long, allow_negative_numbers = true)]
+        objective: Option<f64>,
+        /// Cost of the evaluation (required for reported or runtime costs).
+        #[arg(long)]
+        cost: Option<f64>,
+        /// Mark the trial failed with this reason.
+        #[arg(long)]
+        failed: Option<String>,
+    },
+    /// Summary of a study: trial counts, cost spent, best trial, current λ.
+    Status {
+        /// Study configuration (TOML).
+        config: String,
+    },
+    /// The best complete trial of a study.
+    Best {
+        /// Study configuration (TOML).
+        config: String,
+    },
     /// Evaluate a GP posterior and acquisition functions at given points (JSON in, JSON out).
     ///
     /// Reads the request from FILE, or from stdin when FILE is `-` or absent. See
@@ -52,6 +99,21 @@ enum Command {
 fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Run {
+            config,
+            workers,
+            quiet,
+        } => study_cmd::run(&config, workers, quiet),
+        Command::Ask { config, worker } => study_cmd::ask(&config, worker.as_deref()),
+        Command::Tell {
+            config,
+            number,
+            objective,
+            cost,
+            failed,
+        } => study_cmd::tell(&config, number, objective, cost, failed),
+        Command::Status { config } => study_cmd::status(&config),
+        Command::Best { config } => study_cmd::best(&config),
         Command::Eval { file } => eval::main(file.as_deref()),
         Command::Boxes { file, verify } => boxes::main(file.as_deref(), verify),
         Command::Bench {

@@ -127,6 +127,13 @@ pub struct Proposal {
     pub lambda: Option<f64>,
 }
 
+/// Point `index` of the initial design: one scrambled Sobol sequence per `seed`.
+pub fn design_point(d: usize, index: u64, seed: u64) -> Result<Vec<f64>> {
+    let mut x = vec![0.0; d];
+    Sobol::scrambled(d, seed)?.point(index, &mut x)?;
+    Ok(x)
+}
+
 /// Proposes the next point. `warm` is the previous step's [`Proposal::params`] (a warm start for
 /// the fit). Deterministic for a given history, configuration, context and `seed`.
 pub fn propose(

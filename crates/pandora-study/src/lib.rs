@@ -8,10 +8,14 @@
 //! next point under the storage's lock (so that no two workers receive the same trial), stores it
 //! as a running trial, and records the outcome on `tell`.
 
+pub mod config;
 pub mod error;
 pub mod space;
 pub mod storage;
+pub mod study;
 pub mod trial;
 
+pub use config::StudyConfig;
 pub use error::{Error, Result};
+pub use study::{Ask, Finished, Study, Summary};
 pub use trial::{NewTrial, Outcome, Trial, TrialState};

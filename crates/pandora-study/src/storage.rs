@@ -25,8 +25,9 @@ pub trait Storage: Send {
     /// so no two workers receive the same trial and each decision sees all pending trials.
     fn ask_with(&mut self, study: &str, worker: &str, decide: &mut Decide<'_>) -> Result<Trial>;
 
-    /// Records the outcome of a running trial (durable before returning). Telling a trial that
-    /// is not running is an error that changes nothing.
+    /// Records the outcome of a running trial (durable before returning). A late outcome for an
+    /// abandoned trial is recorded too (the evaluation was paid for); telling a complete or
+    /// failed trial is an error that changes nothing.
     fn tell(&mut self, study: &str, number: u64, outcome: &Outcome) -> Result<Trial>;
 
     /// All trials of the study, by number.

@@ -39,7 +39,7 @@ use std::time::Duration;
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
 
 use crate::error::{Error, Result};
-use crate::storage::{Storage, now};
+use crate::storage::{Decide, Storage, now};
 use crate::trial::{NewTrial, Outcome, Trial, TrialState};
 
 /// The newest schema version this code knows (the number of migrations).
@@ -381,15 +381,7 @@ impl Storage for SqliteStorage {
         Ok(names.collect::<rusqlite::Result<Vec<_>>>()?)
     }
 
-    fn ask_with(
-        &mut self,
-        study: &str,
-        worker: &str,
-        decide: &mut dyn FnMut(
-            &[Trial],
-            &serde_json::Value,
-        ) -> Result<(NewTrial, serde_json::Value)>,
-    ) -> Result<Trial> {
+    fn ask_with(&mut self, study: &str, worker: &str, decide: &mut Decide<'_>) -> Result<Trial> {
         // The write lock is held from here to the commit: nobody can insert a trial or change
         // the state between our read and our insert. Any early return drops `tx`, which rolls
         // back.

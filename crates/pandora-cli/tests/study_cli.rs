@@ -1,0 +1,176 @@
+//! End-to-end tests of the study commands on SQLite.
+
+use serde_json::Value;
+use std::path::Path;
+use std::process::Command;
+
+fn pandora(dir: &Path, args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_pandora"))
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("run pandora");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+const BUILTIN: &str = r#"
+[study]
+name = "t"
+storage = "sqlite:study.db"
+[objective]
+builtin = "ackley"
+dim = 2
+[cost]
+kind = "known"
+formula = "linear_mean"
+[budget]
+total = 120.0
+[policy]
+acquisition = "pbgi_d"
+seed = 1
+"#;
+
+#[test]
+fn run_respects_the_budget_resumes_and_reports() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("s.toml"), BUILTIN).unwrap();
+    let (code, out, err) = pandora(dir.path(), &["run", "s.toml", "--quiet"]);
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    let s = &v["summary"];
+    let complete = s["complete"].as_u64().unwrap();
+    assert!(complete >= 6, "{out}");
+    assert!(s["budget_spent"].as_f64().unwrap() <= 120.0 + 1e-9);
+    assert!(v["stopped"].as_str().unwrap().contains("budget"));
+    // Resuming a finished study adds nothing and keeps every trial.
+    let (code, out2, _) = pandora(dir.path(), &["run", "s.toml", "--quiet"]);
+    assert_eq!(code, 0);
+    let v2: Value = serde_json::from_str(&out2).unwrap();
+    assert_eq!(v2["summary"]["complete"].as_u64().unwrap(), complete);
+    // status and best agree.
+    let (code, st, _) = pandora(dir.path(), &["status", "s.toml"]);
+    assert_eq!(code, 0);
+    let st: Value = serde_json::from_str(&st).unwrap();
+    let (code, best, _) = pandora(dir.path(), &["best", "s.toml"]);
+    assert_eq!(code, 0);
+    let best: Value = serde_json::from_str(&best).unwrap();
+    assert_eq!(best["objective"], st["best"]["objective"]);
+    assert!(st["lambda"].as_f64().unwrap() > 0.0);
+}
+
+#[test]
+fn ask_and_tell_drive_a_study_from_outside() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("s.toml"), BUILTIN).unwrap();
+    for k in 0..3u64 {
+        let (code, out, err) = pandora(dir.path(), &["ask", "s.toml"]);
+        assert_eq!(code, 0, "{err}");
+        let t: Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(t["number"].as_u64().unwrap(), k);
+        assert!(t["params"]["x0"].is_number());
+        let (code, out, err) = pandora(
+            dir.path(),
+            &["tell", "s.toml", &k.to_string(), "--objective", "-1.5"],
+        );
+        assert_eq!(code, 0, "{err}");
+        let t: Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(t["state"], "complete");
+        assert!(t["cost"].as_f64().unwrap() >= 1.0);
+    }
+    // Telling twice is an error that changes nothing.
+    let (code, _, err) = pandora(dir.path(), &["tell", "s.toml", "0", "--objective", "5"]);
+    assert_eq!(code, 2, "{err}");
+    let (_, best, _) = pandora(dir.path(), &["best", "s.toml"]);
+    let best: Value = serde_json::from_str(&best).unwrap();
+    assert_eq!(best["objective"].as_f64().unwrap(), -1.5);
+}
+
+#[test]
+fn failing_commands_become_failed_trials_and_the_run_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    // Fails for x > 0.8, prints NaN for 0.6 < x <= 0.8, malformed output for 0.5 < x <= 0.6.
+    std::fs::write(
+        dir.path().join("obj.py"),
+        r#"import json, sys
+p = json.load(sys.stdin)
+x = p["x"]
+if x > 0.8:
+    sys.stderr.write("boom: x too large\n"); sys.exit(3)
+if x > 0.6:
+    print("NaN")
+elif x > 0.5:
+    print("not json")
+else:
+    print(json.dumps({"objective": -(x - 0.3) ** 2, "cost": 1.0 + x}))
+"#,
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("s.toml"),
+        r#"
+[study]
+name = "cmd"
+storage = "sqlite:study.db"
+direction = "maximize"
+[objective]
+command = ["python3", "obj.py"]
+timeout_s = 30
+[[space]]
+name = "x"
+type = "float"
+low = 0.0
+high = 1.0
+[cost]
+kind = "reported"
+[budget]
+max_trials = 12
+[policy]
+acquisition = "log_ei"
+"#,
+    )
+    .unwrap();
+    let (code, out, err) = pandora(dir.path(), &["run", "s.toml", "--quiet"]);
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    let s = &v["summary"];
+    let (complete, failed) = (
+        s["complete"].as_u64().unwrap(),
+        s["failed"].as_u64().unwrap(),
+    );
+    assert_eq!(complete + failed, 12, "{out}");
+    assert!(failed >= 1, "the Sobol design covers x > 0.5: {out}");
+    assert!(complete >= 1);
+}
+
+#[test]
+fn bad_configs_are_errors_naming_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    for (bad, field) in [
+        (BUILTIN.replace("dim = 2", "dim = 2\nbogus = 1"), "bogus"),
+        (
+            BUILTIN.replace("total = 120.0", "total = -1.0"),
+            "budget.total",
+        ),
+        (
+            BUILTIN.replace("\"ackley\"", "\"sphere\""),
+            "objective.builtin",
+        ),
+        (
+            BUILTIN.replace("\"pbgi_d\"", "\"gittins\""),
+            "policy.acquisition",
+        ),
+        (
+            BUILTIN.replace("sqlite:study.db", "mysql://x"),
+            "study.storage",
+        ),
+    ] {
+        std::fs::write(dir.path().join("bad.toml"), bad).unwrap();
+        let (code, _, err) = pandora(dir.path(), &["run", "bad.toml"]);
+        assert_eq!(code, 2);
+        assert!(err.contains(field), "'{err}' should name {field}");
+    }
+}

@@ -1,0 +1,365 @@
+//! Study configuration files (TOML).
+//!
+//! ```toml
+//! [study]
+//! name = "quickstart"
+//! storage = "sqlite:pandora.db"   # a file next to the config unless absolute
+//! direction = "maximize"          # or "minimize"
+//!
+//! [objective]
+//! builtin = "ackley"              # ackley | levy | rosenbrock, on [0,1]^dim
+//! dim = 4
+//! # or: command = ["python3", "train.py"], timeout_s = 600, and a [[space]] list
+//!
+//! [cost]
+//! kind = "known"                  # uniform | known | reported | runtime
+//! formula = "linear_mean"         # known costs: c = offset + slope * mean(x) on the unit cube
+//!
+//! [budget]
+//! total = 200.0                   # in cost units; optional
+//! max_trials = 500                # optional
+//! count_initial = true            # whether the initial design's cost counts (papers: false)
+//!
+//! [policy]
+//! acquisition = "pbgi_d"
+//! lambda0 = 0.1                   # PBGI-D; `lambda` for fixed-λ PBGI
+//! seed = 0
+//! ```
+
+use crate::error::{Error, Result};
+use crate::space::{Direction, Param, SearchSpace};
+use serde::{Deserialize, Serialize};
+
+/// A whole study configuration.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StudyConfig {
+    /// Name, storage and direction.
+    pub study: StudySection,
+    /// What to evaluate.
+    pub objective: ObjectiveSection,
+    /// The search space (required for command objectives; builtins default to `x0 … x{d−1}` in
+    /// `[0, 1]`).
+    #[serde(default)]
+    pub space: Option<Vec<Param>>,
+    /// Costs.
+    #[serde(default)]
+    pub cost: CostSection,
+    /// Budget.
+    #[serde(default)]
+    pub budget: BudgetSection,
+    /// The optimization policy.
+    #[serde(default)]
+    pub policy: PolicySection,
+}
+
+/// `[study]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StudySection {
+    /// Study name (several studies can share one storage).
+    pub name: String,
+    /// Storage URL: `sqlite:PATH` (default `sqlite:pandora.db`).
+    #[serde(default = "default_storage")]
+    pub storage: String,
+    /// Optimization direction.
+    #[serde(default = "default_direction")]
+    pub direction: Direction,
+}
+
+fn default_storage() -> String {
+    "sqlite:pandora.db".into()
+}
+
+fn default_direction() -> Direction {
+    Direction::Maximize
+}
+
+/// `[objective]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ObjectiveSection {
+    /// A built-in test problem.
+    pub builtin: Option<String>,
+    /// Its dimension.
+    pub dim: Option<usize>,
+    /// A command that reads the parameters as JSON on stdin and prints the result on stdout.
+    pub command: Option<Vec<String>>,
+    /// Seconds before a command is killed and the trial failed.
+    pub timeout_s: Option<f64>,
+}
+
+/// How costs are known.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum CostKind {
+    /// Every evaluation costs 1.
+    #[default]
+    Uniform,
+    /// A known formula of the parameters.
+    Known,
+    /// Reported by the objective command (`{"objective": v, "cost": c}`).
+    Reported,
+    /// The measured wall time of the evaluation, in seconds.
+    Runtime,
+}
+
+/// `[cost]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CostSection {
+    /// How costs are known.
+    #[serde(default)]
+    pub kind: CostKind,
+    /// For `known`: the formula (`linear_mean`).
+    pub formula: Option<String>,
+    /// `linear_mean` offset (default 1).
+    #[serde(default = "one")]
+    pub offset: f64,
+    /// `linear_mean` slope (default 20).
+    #[serde(default = "twenty")]
+    pub slope: f64,
+}
+
+impl Default for CostSection {
+    fn default() -> Self {
+        Self {
+            kind: CostKind::Uniform,
+            formula: None,
+            offset: 1.0,
+            slope: 20.0,
+        }
+    }
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+fn twenty() -> f64 {
+    20.0
+}
+
+/// `[budget]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BudgetSection {
+    /// Total budget in cost units.
+    pub total: Option<f64>,
+    /// Maximum number of trials.
+    pub max_trials: Option<u64>,
+    /// Whether the initial design's cost counts toward the budget (default true; the papers
+    /// exclude it).
+    #[serde(default = "yes")]
+    pub count_initial: bool,
+}
+
+impl Default for BudgetSection {
+    fn default() -> Self {
+        Self {
+            total: None,
+            max_trials: None,
+            count_initial: true,
+        }
+    }
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// `[policy]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicySection {
+    /// Acquisition name (see `docs/acquisitions.md`).
+    #[serde(default = "default_acquisition")]
+    pub acquisition: String,
+    /// Fixed λ of `pbgi`.
+    pub lambda: Option<f64>,
+    /// Initial λ of `pbgi_d` (default 0.1).
+    #[serde(default = "default_lambda0")]
+    pub lambda0: f64,
+    /// Divisor of `pbgi_d`'s decay (default 2).
+    #[serde(default = "default_decay")]
+    pub decay: f64,
+    /// Fixed UCB β (default: the GP-UCB schedule).
+    pub beta: Option<f64>,
+    /// Initial design size (default 2(d+1)).
+    pub initial_design: Option<usize>,
+    /// Seed of the run.
+    #[serde(default)]
+    pub seed: u64,
+}
+
+impl Default for PolicySection {
+    fn default() -> Self {
+        Self {
+            acquisition: default_acquisition(),
+            lambda: None,
+            lambda0: default_lambda0(),
+            decay: default_decay(),
+            beta: None,
+            initial_design: None,
+            seed: 0,
+        }
+    }
+}
+
+fn default_acquisition() -> String {
+    "pbgi_d".into()
+}
+
+fn default_lambda0() -> f64 {
+    0.1
+}
+
+fn default_decay() -> f64 {
+    2.0
+}
+
+impl StudyConfig {
+    /// Parses and validates a TOML configuration.
+    pub fn from_toml(text: &str) -> Result<Self> {
+        let cfg: StudyConfig =
+            toml::from_str(text).map_err(|e| Error::invalid("config", e.to_string()))?;
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    /// Checks the configuration for contradictions; errors name the field.
+    pub fn validate(&self) -> Result<()> {
+        if self.study.name.trim().is_empty() {
+            return Err(Error::invalid("study.name", "must not be empty"));
+        }
+        let o = &self.objective;
+        match (&o.builtin, &o.command) {
+            (Some(_), Some(_)) => {
+                return Err(Error::invalid(
+                    "objective",
+                    "give either `builtin` or `command`, not both",
+                ));
+            }
+            (None, None) => {
+                return Err(Error::invalid("objective", "give `builtin` or `command`"));
+            }
+            (Some(b), None) => {
+                if pandora_problems::Builtin::parse(b).is_none() {
+                    return Err(Error::invalid(
+                        "objective.builtin",
+                        format!(
+                            "unknown problem '{b}' (available: {})",
+                            pandora_problems::Builtin::NAMES.join(", ")
+                        ),
+                    ));
+                }
+                match o.dim {
+                    Some(d) if (1..=64).contains(&d) => {}
+                    Some(d) => {
+                        return Err(Error::invalid(
+                            "objective.dim",
+                            format!("must be between 1 and 64, got {d}"),
+                        ));
+                    }
+                    None if self.space.is_some() => {}
+                    None => return Err(Error::invalid("objective.dim", "required by `builtin`")),
+                }
+                if b == "rosenbrock" && self.dim() < 2 {
+                    return Err(Error::invalid("objective.dim", "rosenbrock needs dim >= 2"));
+                }
+            }
+            (None, Some(cmd)) => {
+                if cmd.is_empty() {
+                    return Err(Error::invalid("objective.command", "must not be empty"));
+                }
+                if self.space.is_none() {
+                    return Err(Error::invalid(
+                        "space",
+                        "a command objective needs a [[space]] list",
+                    ));
+                }
+            }
+        }
+        if let Some(t) = o.timeout_s
+            && !(t.is_finite() && t > 0.0)
+        {
+            return Err(Error::invalid("objective.timeout_s", "must be > 0"));
+        }
+        if let Some(s) = &self.space {
+            SearchSpace { params: s.clone() }.validate()?;
+        }
+        match self.cost.kind {
+            CostKind::Known => match self.cost.formula.as_deref() {
+                Some("linear_mean") => {
+                    if !(self.cost.offset > 0.0
+                        && self.cost.offset + self.cost.slope.min(0.0) > 0.0)
+                    {
+                        return Err(Error::invalid(
+                            "cost",
+                            "linear_mean must be positive on the whole unit cube",
+                        ));
+                    }
+                }
+                Some(f) => {
+                    return Err(Error::invalid(
+                        "cost.formula",
+                        format!("unknown formula '{f}' (available: linear_mean)"),
+                    ));
+                }
+                None => {
+                    return Err(Error::invalid(
+                        "cost.formula",
+                        "required by kind = \"known\"",
+                    ));
+                }
+            },
+            CostKind::Reported if self.objective.builtin.is_some() => {
+                return Err(Error::invalid(
+                    "cost.kind",
+                    "a builtin problem cannot report costs; use known, uniform or runtime",
+                ));
+            }
+            _ => {}
+        }
+        if let Some(b) = self.budget.total
+            && !(b.is_finite() && b > 0.0)
+        {
+            return Err(Error::invalid("budget.total", "must be > 0"));
+        }
+        let name = pandora_core::acquisition::AcquisitionName::parse(&self.policy.acquisition)
+            .map_err(|e| Error::invalid("policy.acquisition", e.to_string()))?;
+        if name == pandora_core::acquisition::AcquisitionName::Pbgi && self.policy.lambda.is_none()
+        {
+            return Err(Error::invalid(
+                "policy.lambda",
+                "required by acquisition = \"pbgi\"",
+            ));
+        }
+        if !(self.policy.lambda0 > 0.0 && self.policy.decay > 1.0) {
+            return Err(Error::invalid("policy", "need lambda0 > 0 and decay > 1"));
+        }
+        Ok(())
+    }
+
+    /// The search space: the configured one, or `x0 … x{d−1}` floats in `[0, 1]` for builtins.
+    pub fn search_space(&self) -> SearchSpace {
+        match &self.space {
+            Some(s) => SearchSpace { params: s.clone() },
+            None => SearchSpace {
+                params: (0..self.objective.dim.unwrap_or(1))
+                    .map(|k| Param::Float {
+                        name: format!("x{k}"),
+                        low: 0.0,
+                        high: 1.0,
+                        log: false,
+                    })
+                    .collect(),
+            },
+        }
+    }
+
+    /// The unit-cube dimension.
+    pub fn dim(&self) -> usize {
+        self.search_space().dim()
+    }
+}
