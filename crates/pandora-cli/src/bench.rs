@@ -198,5 +198,44 @@ pub fn main(filter: Option<&str>, quick: bool, reps: usize) -> Result<()> {
             );
         }
     }
+    if want("bo_step") {
+        // One full BO step as a study runs it: MAP fit with restarts + PBGI maximization
+        // (200·d raw samples, 10·d starts), known cost 1 + 20·mean(x).
+        use pandora_core::policy::{CostSetting, History, StepConfig, StepContext, propose};
+        let cost = LinearMeanCost {
+            offset: 1.0,
+            slope: 20.0,
+        };
+        let steps: &[usize] = if quick { &[50] } else { &[50, 200] };
+        for &n in steps {
+            let (x, y) = ackley_data(n, 7);
+            let c: Vec<f64> = vec![1.0; n];
+            let config = StepConfig::default();
+            let mut seed = 0;
+            let (med, min, r) = time(reps, || {
+                seed += 1;
+                let h = History {
+                    x: &x,
+                    y: &y,
+                    cost: &c,
+                    pending: &[],
+                };
+                propose(
+                    D,
+                    h,
+                    &config,
+                    &StepContext::default(),
+                    CostSetting::Known(&cost),
+                    seed,
+                    None,
+                )
+                .expect("step")
+            });
+            emit(
+                json!({"bench": "bo_step", "n": n, "d": D, "acquisition": "pbgi",
+                "median_ms": med, "min_ms": min, "reps": r, "threads": threads}),
+            );
+        }
+    }
     Ok(())
 }
