@@ -63,6 +63,14 @@ enum Command {
         /// Study configuration (TOML).
         config: String,
     },
+    /// Every trial of a study, as CSV (parameters in `param.NAME` columns) or JSON.
+    Export {
+        /// Study configuration (TOML).
+        config: String,
+        /// `csv` or `json`.
+        #[arg(long, default_value = "csv")]
+        format: String,
+    },
     /// Evaluate a GP posterior and acquisition functions at given points (JSON in, JSON out).
     ///
     /// Reads the request from FILE, or from stdin when FILE is `-` or absent. See
@@ -114,6 +122,7 @@ fn main() {
         } => study_cmd::tell(&config, number, objective, cost, failed),
         Command::Status { config } => study_cmd::status(&config),
         Command::Best { config } => study_cmd::best(&config),
+        Command::Export { config, format } => study_cmd::export(&config, &format),
         Command::Eval { file } => eval::main(file.as_deref()),
         Command::Boxes { file, verify } => boxes::main(file.as_deref(), verify),
         Command::Bench {

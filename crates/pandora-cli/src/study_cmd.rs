@@ -328,3 +328,81 @@ pub fn best(path: &str) -> Result<()> {
     }
     Ok(())
 }
+
+fn csv_field(v: &str) -> String {
+    if v.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", v.replace('"', "\"\""))
+    } else {
+        v.to_string()
+    }
+}
+
+/// `pandora export CONFIG --format csv|json`: every trial, parameters flattened into columns for
+/// CSV (`param.NAME`).
+pub fn export(path: &str, format: &str) -> Result<()> {
+    let mut study = open_study(path)?;
+    let trials = study.trials().map_err(|e| anyhow!("{e}"))?;
+    match format {
+        "json" => println!("{}", serde_json::to_string_pretty(&trials)?),
+        "csv" => {
+            let names: Vec<String> = study.space().names().map(str::to_string).collect();
+            let mut header = vec![
+                "number",
+                "state",
+                "objective",
+                "cost",
+                "worker",
+                "created_at",
+                "finished_at",
+                "phase",
+                "acquisition_value",
+                "lambda",
+                "error",
+            ]
+            .into_iter()
+            .map(str::to_string)
+            .collect::<Vec<_>>();
+            header.extend(names.iter().map(|n| format!("param.{n}")));
+            println!(
+                "{}",
+                header
+                    .iter()
+                    .map(|h| csv_field(h))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            );
+            let num = |v: Option<f64>| v.map_or(String::new(), |x| format!("{x}"));
+            for t in &trials {
+                let mut row = vec![
+                    t.number.to_string(),
+                    t.state.as_str().to_string(),
+                    num(t.objective),
+                    num(t.cost),
+                    t.worker.clone().unwrap_or_default(),
+                    format!("{}", t.created_at),
+                    num(t.finished_at),
+                    t.decision["phase"].as_str().unwrap_or("").to_string(),
+                    num(t.decision["acquisition_value"].as_f64()),
+                    num(t.decision["lambda"].as_f64()),
+                    t.error.clone().unwrap_or_default(),
+                ];
+                for n in &names {
+                    row.push(match &t.params[n] {
+                        serde_json::Value::String(s) => s.clone(),
+                        serde_json::Value::Null => String::new(),
+                        other => other.to_string(),
+                    });
+                }
+                println!(
+                    "{}",
+                    row.iter()
+                        .map(|f| csv_field(f))
+                        .collect::<Vec<_>>()
+                        .join(",")
+                );
+            }
+        }
+        other => bail!("--format: expected csv or json, got '{other}'"),
+    }
+    Ok(())
+}

@@ -60,6 +60,20 @@ fn run_respects_the_budget_resumes_and_reports() {
     let best: Value = serde_json::from_str(&best).unwrap();
     assert_eq!(best["objective"], st["best"]["objective"]);
     assert!(st["lambda"].as_f64().unwrap() > 0.0);
+    // Export: one CSV row per trial with the parameters as columns; JSON round-trips.
+    let (code, csv, _) = pandora(dir.path(), &["export", "s.toml", "--format", "csv"]);
+    assert_eq!(code, 0);
+    let lines: Vec<&str> = csv.lines().collect();
+    assert!(lines[0].starts_with("number,state,objective,cost"));
+    assert!(lines[0].ends_with("param.x0,param.x1"));
+    assert_eq!(lines.len() as u64, complete + 1);
+    let (code, js, _) = pandora(dir.path(), &["export", "s.toml", "--format", "json"]);
+    assert_eq!(code, 0);
+    let js: Value = serde_json::from_str(&js).unwrap();
+    assert_eq!(js.as_array().unwrap().len() as u64, complete);
+    let (code, _, err) = pandora(dir.path(), &["export", "s.toml", "--format", "xml"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--format"));
 }
 
 #[test]
