@@ -176,6 +176,36 @@ fn fmt_opt(v: Option<f64>) -> String {
     v.map_or("-".into(), |x| format!("{x:.6}"))
 }
 
+/// Seconds between heartbeats of a running evaluation.
+const HEARTBEAT_S: u64 = 10;
+/// A running trial without a heartbeat for this long is abandoned when a run starts.
+pub const STALE_S: f64 = 120.0;
+
+/// Evaluates `trial` while a second connection keeps its heartbeat fresh.
+fn evaluate_with_heartbeat(study: &Study, trial: &Trial) -> Evaluation {
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let url = study.config().study.storage.clone();
+    let name = study.config().study.name.clone();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let Ok(mut storage) = open_storage(&url) else {
+                return;
+            };
+            let mut last = Instant::now();
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(50));
+                if last.elapsed() >= Duration::from_secs(HEARTBEAT_S) {
+                    let _ = storage.heartbeat(&name, trial.number);
+                    last = Instant::now();
+                }
+            }
+        });
+        let ev = evaluate(study, trial);
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        ev
+    })
+}
+
 fn worker_loop(path: &str, worker: &str, quiet: bool) -> Result<String> {
     let mut study = open_study(path)?;
     loop {
@@ -183,7 +213,7 @@ fn worker_loop(path: &str, worker: &str, quiet: bool) -> Result<String> {
             Ask::Finished(f) => return Ok(f.to_string()),
             Ask::Trial(t) => t,
         };
-        let ev = evaluate(&study, &trial);
+        let ev = evaluate_with_heartbeat(&study, &trial);
         let told = study
             .tell(trial.number, &ev.outcome)
             .map_err(|e| anyhow!("storing trial {}: {e}", trial.number))?;
@@ -212,6 +242,14 @@ fn worker_loop(path: &str, worker: &str, quiet: bool) -> Result<String> {
 /// `pandora run CONFIG [--workers K]`.
 pub fn run(path: &str, workers: usize, quiet: bool) -> Result<()> {
     let workers = workers.max(1);
+    {
+        // Trials of workers that vanished (killed, machine lost) are marked abandoned, not lost.
+        let mut study = open_study(path)?;
+        let gone = study.abandon_stale(STALE_S).map_err(|e| anyhow!("{e}"))?;
+        if !gone.is_empty() && !quiet {
+            eprintln!("marked abandoned (no heartbeat for {STALE_S} s): trials {gone:?}");
+        }
+    }
     let reasons: Vec<Result<String>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..workers)
             .map(|k| {
