@@ -13,6 +13,7 @@
 
 pub mod budget;
 pub mod chain;
+pub mod counterexamples;
 pub mod dp;
 pub mod pandora;
 
