@@ -2,10 +2,9 @@
 //! box, Weitzman's opening order and the exact expected net utility of the policy; with `--verify`
 //! (discrete instances with at most 12 boxes) also the brute-force DP optimum.
 
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Result, bail};
 use pandora_core::gittins::{Cost, PandoraBox, Problem, Reward, dp_optimum};
 use serde::{Deserialize, Serialize};
-use std::io::Read;
 
 /// Largest instance `--verify` accepts (the DP is exponential in the number of boxes).
 const VERIFY_MAX_BOXES: usize = 12;
@@ -60,9 +59,7 @@ struct BoxesOutput {
 
 /// Parse, solve and (optionally) verify one request.
 fn solve(text: &str, verify: bool) -> Result<BoxesOutput> {
-    let de = &mut serde_json::Deserializer::from_str(text);
-    let input: BoxesInput = serde_path_to_error::deserialize(de)
-        .map_err(|e| anyhow!("invalid input at {}: {}", e.path(), e.inner()))?;
+    let input: BoxesInput = crate::input::parse(text)?;
     let mut boxes = Vec::with_capacity(input.boxes.len());
     for (i, b) in input.boxes.into_iter().enumerate() {
         let reward = match (b.rewards, b.normal) {
@@ -110,16 +107,7 @@ fn solve(text: &str, verify: bool) -> Result<BoxesOutput> {
 
 /// Reads the instance from `path` (stdin if `None` or `-`) and prints the solution.
 pub fn main(path: Option<&str>, verify: bool) -> Result<()> {
-    let text = match path {
-        None | Some("-") => {
-            let mut s = String::new();
-            std::io::stdin()
-                .read_to_string(&mut s)
-                .context("reading the boxes instance from stdin")?;
-            s
-        }
-        Some(p) => std::fs::read_to_string(p).with_context(|| format!("reading {p}"))?,
-    };
+    let text = crate::input::read(path, "boxes instance")?;
     let out = solve(&text, verify)?;
     println!("{}", serde_json::to_string_pretty(&out)?);
     Ok(())

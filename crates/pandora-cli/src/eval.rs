@@ -2,7 +2,7 @@
 //! reports the latent posterior, its gradients, the log marginal likelihood and acquisition values
 //! with gradients at the query points. No input or output transforms are applied.
 
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Result, anyhow, bail};
 use pandora_core::acquisition::{
     AcquisitionName, AcquisitionParams, CostConvention, CostModel, LinearMeanCost, LogCostBatch,
     OnModel, ThompsonSample, UniformCost, build_pointwise,
@@ -11,7 +11,6 @@ use pandora_core::gp::{ExactGp, GpParams, Kernel, KernelKind};
 use pandora_core::optim::multistart::Objective;
 use pandora_core::optim::multistart::{MultiStartOptions, MultiStartResult, maximize};
 use serde::{Deserialize, Serialize};
-use std::io::Read;
 
 /// Lengthscales: one shared number or one per dimension.
 #[derive(Debug, Deserialize)]
@@ -166,15 +165,7 @@ fn flatten(field: &str, pts: &[Vec<f64>], d: usize) -> Result<Vec<f64>> {
 
 /// Evaluates the request in `text` and returns the response as a JSON value.
 pub fn evaluate(text: &str) -> Result<serde_json::Value> {
-    let de = &mut serde_json::Deserializer::from_str(text);
-    let input: EvalInput = serde_path_to_error::deserialize(de).map_err(|e| {
-        let path = e.path().to_string();
-        if path == "." {
-            anyhow!("{}", e.inner())
-        } else {
-            anyhow!("{path}: {}", e.inner())
-        }
-    })?;
+    let input: EvalInput = crate::input::parse(text)?;
     let kind = KernelKind::parse(&input.kernel.kind).map_err(|e| anyhow!("{e}"))?;
     let d = match (
         &input.kernel.lengthscales,
@@ -408,16 +399,7 @@ fn field_error(e: pandora_core::Error) -> String {
 
 /// Reads the request from `path` (stdin if `None` or `-`) and prints the response.
 pub fn main(path: Option<&str>) -> Result<()> {
-    let text = match path {
-        None | Some("-") => {
-            let mut s = String::new();
-            std::io::stdin()
-                .read_to_string(&mut s)
-                .context("reading the eval request from stdin")?;
-            s
-        }
-        Some(p) => std::fs::read_to_string(p).with_context(|| format!("reading {p}"))?,
-    };
+    let text = crate::input::read(path, "eval request")?;
     let out = evaluate(&text)?;
     println!("{}", serde_json::to_string_pretty(&out)?);
     Ok(())

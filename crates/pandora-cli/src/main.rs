@@ -3,6 +3,7 @@
 mod bench;
 mod boxes;
 mod eval;
+mod input;
 mod study_cmd;
 
 use clap::{Parser, Subcommand};
