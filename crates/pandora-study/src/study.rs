@@ -136,14 +136,7 @@ impl Study {
 
     /// The known cost of a unit-cube point, if costs are known.
     pub fn known_cost(&self, x: &[f64]) -> Option<f64> {
-        match self.config.cost.kind {
-            CostKind::Uniform => Some(1.0),
-            CostKind::Known => Some(
-                self.config.cost.offset
-                    + self.config.cost.slope * x.iter().sum::<f64>() / x.len().max(1) as f64,
-            ),
-            CostKind::Reported | CostKind::Runtime => None,
-        }
+        known_cost(&self.config, x)
     }
 
     /// Hands out the next trial to `worker`, or says why the study is finished.
