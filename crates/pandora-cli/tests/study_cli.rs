@@ -188,3 +188,46 @@ fn bad_configs_are_errors_naming_the_field() {
         assert!(err.contains(field), "'{err}' should name {field}");
     }
 }
+
+#[test]
+fn reported_costs_stop_before_the_predicted_cost_exceeds_the_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("obj.py"),
+        r#"import json, sys
+x = json.load(sys.stdin)["x"]
+print(json.dumps({"objective": -(x - 0.3) ** 2, "cost": 1.0 + 4.0 * x}))
+"#,
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("s.toml"),
+        r#"
+[study]
+name = "reported"
+storage = "sqlite:study.db"
+[objective]
+command = ["python3", "obj.py"]
+[[space]]
+name = "x"
+type = "float"
+low = 0.0
+high = 1.0
+[cost]
+kind = "reported"
+[budget]
+total = 25.0
+[policy]
+acquisition = "pbgi_d"
+"#,
+    )
+    .unwrap();
+    let (code, out, err) = pandora(dir.path(), &["run", "s.toml", "--quiet"]);
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert!(v["stopped"].as_str().unwrap().contains("budget"), "{out}");
+    // Costs are at most 5 each: stopping on the prediction keeps the overshoot within one trial.
+    let spent = v["summary"]["budget_spent"].as_f64().unwrap();
+    assert!(spent <= 25.0 + 5.0, "{spent}");
+    assert!(v["summary"]["complete"].as_u64().unwrap() >= 4);
+}

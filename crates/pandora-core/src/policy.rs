@@ -125,6 +125,9 @@ pub struct Proposal {
     pub cost_params: Option<GpParams>,
     /// λ used (PBGI, PBGI-D).
     pub lambda: Option<f64>,
+    /// The expected cost `E[c(x)]` of the proposal under the cost setting (model phase only):
+    /// 1 for uniform costs, `c(x)` for known costs, `exp(m + v/2)` under the log-cost GP.
+    pub predicted_cost: Option<f64>,
 }
 
 /// Point `index` of the initial design: one scrambled Sobol sequence per `seed`.
@@ -166,6 +169,7 @@ pub fn propose(
             params: None,
             cost_params: None,
             lambda: None,
+            predicted_cost: None,
         })
     };
     if n < n_init {
@@ -203,6 +207,7 @@ pub fn propose(
             params: Some(fitted.params().clone()),
             cost_params: None,
             lambda: None,
+            predicted_cost: None,
         });
     }
     let params = AcquisitionParams {
@@ -236,6 +241,13 @@ pub fn propose(
         None => OnModel::new(&model, acq),
     };
     let r = maximize(&obj, ms, seed)?;
+    let predicted_cost = match cost_ref {
+        Some(c) => {
+            let lc = c.log_cost(&r.x, d, false)?;
+            Some((lc.mean[0] + 0.5 * lc.var[0]).exp())
+        }
+        None => Some(1.0),
+    };
     let uses_lambda = matches!(
         config.acquisition,
         AcquisitionName::Pbgi | AcquisitionName::PbgiD
@@ -247,6 +259,7 @@ pub fn propose(
         params: Some(fitted.params().clone()),
         cost_params,
         lambda: if uses_lambda { lambda } else { None },
+        predicted_cost,
     })
 }
 
@@ -338,6 +351,36 @@ mod tests {
                 .fold(f64::NEG_INFINITY, f64::max);
             assert!(best > -2e-3, "{}: best {best}", acq.as_str());
         }
+    }
+
+    #[test]
+    fn predicted_costs_follow_the_cost_setting() {
+        let linear = LinearMeanCost {
+            offset: 1.0,
+            slope: 20.0,
+        };
+        let truth = |x: &[f64]| 1.0 + 20.0 * (x[0] + x[1]) / 2.0;
+        for cost in [CostSetting::Known(&linear), CostSetting::Unknown] {
+            let props = run(AcquisitionName::Pbgi, 16, cost, 2);
+            let model: Vec<&Proposal> = props.iter().filter(|p| p.phase == Phase::Model).collect();
+            for (k, p) in model.iter().enumerate() {
+                let pc = p.predicted_cost.unwrap();
+                assert!(pc.is_finite() && pc > 0.0);
+                match cost {
+                    CostSetting::Known(_) => assert!((pc - truth(&p.x)).abs() < 1e-12),
+                    // Once the log-cost GP has ten or more observations its E[c] is within 5 %
+                    // (early extrapolations to corners are inflated by the variance term).
+                    _ if k + 5 >= model.len() => {
+                        let t = truth(&p.x);
+                        assert!((pc / t - 1.0).abs() < 0.05, "{pc} vs {t}");
+                    }
+                    _ => {}
+                }
+            }
+        }
+        let uniform = run(AcquisitionName::LogEi, 8, CostSetting::Uniform, 2);
+        assert_eq!(uniform[7].predicted_cost, Some(1.0));
+        assert_eq!(uniform[0].predicted_cost, None);
     }
 
     #[test]

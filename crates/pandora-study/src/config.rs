@@ -19,6 +19,7 @@
 //! total = 200.0                   # in cost units; optional
 //! max_trials = 500                # optional
 //! count_initial = true            # whether the initial design's cost counts (papers: false)
+//! predicted_cost_must_fit = true  # unknown costs: stop if E[c] of the next point exceeds the rest
 //!
 //! [policy]
 //! acquisition = "pbgi_d"
@@ -152,6 +153,10 @@ pub struct BudgetSection {
     /// exclude it).
     #[serde(default = "yes")]
     pub count_initial: bool,
+    /// With reported or runtime costs: stop instead of proposing a point whose predicted cost
+    /// (`E[c]` under the log-cost GP) exceeds the remaining budget (default true).
+    #[serde(default = "yes")]
+    pub predicted_cost_must_fit: bool,
 }
 
 impl Default for BudgetSection {
@@ -160,6 +165,7 @@ impl Default for BudgetSection {
             total: None,
             max_trials: None,
             count_initial: true,
+            predicted_cost_must_fit: true,
         }
     }
 }

@@ -219,6 +219,7 @@ impl Study {
                     params: None,
                     cost_params: None,
                     lambda: None,
+                    predicted_cost: None,
                 }
             } else {
                 propose(d, history, &step, &ctx, cost, seed, warm.as_ref())?
@@ -230,6 +231,15 @@ impl Study {
                     finished = Some(Finished::Budget { spent, total });
                     return Err(Error::invalid("study", "finished"));
                 }
+            }
+            // Unknown costs: propose only if the predicted cost fits (configurable).
+            if let (Some(total), Some(pc), CostKind::Reported | CostKind::Runtime) =
+                (config.budget.total, prop.predicted_cost, config.cost.kind)
+                && config.budget.predicted_cost_must_fit
+                && spent + pc > total
+            {
+                finished = Some(Finished::Budget { spent, total });
+                return Err(Error::invalid("study", "finished"));
             }
             if let Some(total) = config.budget.total
                 && spent >= total
@@ -254,7 +264,7 @@ impl Study {
                 "lambda": prop.lambda,
                 "params": prop.params.as_ref().map(params_to_json),
                 "cost_params": prop.cost_params.as_ref().map(params_to_json),
-                "predicted_cost": known_cost(&config, &prop.x),
+                "predicted_cost": prop.predicted_cost.or(known_cost(&config, &prop.x)),
                 "pending": pending.len() / d.max(1),
             });
             let new_state = match &prop.params {
