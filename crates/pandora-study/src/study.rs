@@ -159,8 +159,7 @@ impl Study {
             let mut pending = Vec::new();
             let mut spent = 0.0;
             for t in trials {
-                let counts = config.budget.count_initial || t.decision["phase"] != "initial";
-                if counts {
+                if counts_toward_budget(&config, t) {
                     spent += t.cost.unwrap_or(0.0);
                 }
                 match t.state {
@@ -327,7 +326,7 @@ impl Study {
             }] += 1;
             let c = t.cost.unwrap_or(0.0);
             total_cost += c;
-            if self.config.budget.count_initial || t.decision["phase"] != "initial" {
+            if counts_toward_budget(&self.config, t) {
                 budget_spent += c;
             }
             if let (TrialState::Complete, Some(v)) = (t.state, t.objective) {
@@ -373,6 +372,11 @@ pub fn params_from_json(v: &serde_json::Value) -> Option<GpParams> {
         mean: v["mean"].as_f64()?,
         noise: v["noise"].as_f64()?,
     })
+}
+
+/// Whether a trial's cost is charged to the budget (the initial design's only if `count_initial`).
+fn counts_toward_budget(config: &StudyConfig, t: &Trial) -> bool {
+    config.budget.count_initial || t.decision["phase"] != "initial"
 }
 
 fn known_cost(config: &StudyConfig, x: &[f64]) -> Option<f64> {
