@@ -5,6 +5,10 @@
 //! More problems (Bayesian-regret GP samples, Pest Control, robot pushing, data-backed surrogates)
 //! come with the benchmark issue.
 
+pub mod problem;
+
+pub use problem::{Problem, ProblemError, ProblemSpec, build};
+
 use std::f64::consts::{E, PI};
 
 /// A built-in objective on `[0,1]^d` (maximization).
