@@ -179,6 +179,7 @@ mod tests {
             cost: "uniform".into(),
             seed: 0,
         };
-        assert!(build(&bad).unwrap_err().0.contains("unknown objective"));
+        let err = build(&bad).err().expect("unknown objective is an error");
+        assert!(err.0.contains("unknown objective"));
     }
 }
