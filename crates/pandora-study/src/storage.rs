@@ -16,6 +16,9 @@ pub trait Storage: Send {
     /// the stored configuration (the existing one if the study existed).
     fn open_study(&mut self, name: &str, config_json: &str) -> Result<String>;
 
+    /// The stored configuration (JSON) of the study `name`, or `None` if there is no such study.
+    fn study_config(&mut self, name: &str) -> Result<Option<String>>;
+
     /// Names of all studies.
     fn studies(&mut self) -> Result<Vec<String>>;
 

@@ -103,6 +103,21 @@ impl Study {
         })
     }
 
+    /// Opens the existing study `name` in `storage` with its stored configuration (for commands
+    /// given `--storage URL --study NAME` instead of a config file).
+    pub fn load(name: &str, mut storage: Box<dyn Storage>) -> Result<Self> {
+        let stored = storage.study_config(name)?.ok_or_else(|| {
+            Error::invalid("study", format!("no study named '{name}' in this storage"))
+        })?;
+        let config: StudyConfig = serde_json::from_str(&stored)?;
+        let space = config.search_space();
+        Ok(Self {
+            storage,
+            config,
+            space,
+        })
+    }
+
     /// The configuration.
     pub fn config(&self) -> &StudyConfig {
         &self.config

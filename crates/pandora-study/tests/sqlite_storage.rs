@@ -644,3 +644,11 @@ fn multi_process_workers_get_distinct_trials() {
         json!({"calls": PROCESSES * CHILD_ASKS})
     );
 }
+
+#[test]
+fn study_config_reads_back_the_stored_configuration() {
+    let mut m = SqliteStorage::open_url("sqlite::memory:").unwrap();
+    assert_eq!(m.study_config("s").unwrap(), None);
+    m.open_study("s", r#"{"a": 1}"#).unwrap();
+    assert_eq!(m.study_config("s").unwrap().as_deref(), Some(r#"{"a": 1}"#));
+}

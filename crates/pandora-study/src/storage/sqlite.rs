@@ -373,6 +373,15 @@ impl Storage for SqliteStorage {
         Ok(config)
     }
 
+    fn study_config(&mut self, name: &str) -> Result<Option<String>> {
+        Ok(self
+            .conn
+            .query_row("SELECT config FROM studies WHERE name = ?1", [name], |r| {
+                r.get(0)
+            })
+            .optional()?)
+    }
+
     fn studies(&mut self) -> Result<Vec<String>> {
         let mut stmt = self
             .conn
