@@ -61,8 +61,9 @@ impl fmt::Display for ProblemError {
 
 impl std::error::Error for ProblemError {}
 
-/// Which problem to build: an objective name, a dimension, a cost name and a seed.
-#[derive(Debug, Clone, PartialEq)]
+/// Which problem to build: an objective name, a dimension, a cost name and a seed. Construct it
+/// with `..Default::default()` so that options added later keep your code compiling.
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct ProblemSpec {
     /// Objective name, e.g. `"ackley"` (see [`Builtin::NAMES`](crate::Builtin::NAMES)).
     pub objective: String,
