@@ -4,8 +4,11 @@
 use pandora_problems::{ProblemSpec, build};
 use std::time::Instant;
 
+/// Objective, dimension, cost, options.
+type Case = (&'static str, usize, &'static str, Vec<(&'static str, &'static str)>);
+
 fn main() {
-    let cases: Vec<(&str, usize, &str, Vec<(&str, &str)>)> = vec![
+    let cases: Vec<Case> = vec![
         ("gp_sample", 8, "uniform", vec![]),
         ("gp_sample", 16, "uniform", vec![]),
         ("gp_sample", 32, "uniform", vec![]),
