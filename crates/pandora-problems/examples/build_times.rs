@@ -5,7 +5,12 @@ use pandora_problems::{ProblemSpec, build};
 use std::time::Instant;
 
 /// Objective, dimension, cost, options.
-type Case = (&'static str, usize, &'static str, Vec<(&'static str, &'static str)>);
+type Case = (
+    &'static str,
+    usize,
+    &'static str,
+    Vec<(&'static str, &'static str)>,
+);
 
 fn main() {
     let cases: Vec<Case> = vec![

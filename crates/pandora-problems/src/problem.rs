@@ -308,6 +308,7 @@ pub fn build(spec: &ProblemSpec) -> Result<Box<dyn Problem>, ProblemError> {
             "optimum_restarts",
         ],
         "counterexample_eipc" | "counterexample_ei" => vec!["amplitude", "num_features"],
+        "lda" => vec!["surrogate"],
         _ => vec![],
     };
     if spec.cost == "cosine" {
@@ -377,7 +378,16 @@ pub fn build(spec: &ProblemSpec) -> Result<Box<dyn Problem>, ProblemError> {
             }
             "lda" => {
                 need_dim(3)?;
-                Objective::Lda(Arc::new(Lda::new()?))
+                let lda = match opt(spec, "surrogate", "reference".to_string())?.as_str() {
+                    "reference" => Lda::new()?,
+                    "refit" => Lda::refit()?,
+                    other => {
+                        return err(format!(
+                            "option surrogate = {other:?}: expected reference or refit"
+                        ));
+                    }
+                };
+                Objective::Lda(Arc::new(lda))
             }
             _ => {
                 return err(format!(
@@ -677,5 +687,13 @@ mod registry_tests {
         s.options.insert("num_features".into(), "256".into());
         let c = build(&s).unwrap();
         assert!((c.cost(&[0.5]) - 10.0).abs() < 1e-12);
+        let mut s = spec("lda", 3, "native");
+        s.options.insert("surrogate".into(), "refit".into());
+        let refit = build(&s).unwrap();
+        let reference = build(&spec("lda", 3, "native")).unwrap();
+        let x = [0.2, 0.7, 0.4];
+        assert!((refit.eval(&x) - reference.eval(&x)).abs() < 0.01 * reference.eval(&x).abs());
+        s.options.insert("surrogate".into(), "other".into());
+        assert!(build(&s).err().unwrap().0.contains("surrogate"));
     }
 }
