@@ -767,3 +767,133 @@ fn theorem_1_expected_cost_within_c_plus_u() {
     // The bound is not vacuous here: the rule does evaluate several points on average.
     assert!(mean > 3.0, "{mean}");
 }
+
+/// A policy step's fitted model is rebuilt exactly from its proposal, and the acquisition maximum
+/// it found serves as the rule's statistic (same decision as computing it afresh).
+#[test]
+fn rule_from_a_policy_step_reuses_the_proposal() {
+    use pandora_core::acquisition::{AcquisitionName, AcquisitionParams, LinearMeanCost};
+    use pandora_core::optim::MultiStartOptions;
+    use pandora_core::policy::{CostSetting, History, StepConfig, StepContext, propose};
+    use pandora_core::stopping::step::{models_from_proposal, supplied_from_proposal};
+    let d = 2;
+    let f = |x: &[f64]| -((x[0] - 0.3).powi(2) + (x[1] - 0.7).powi(2));
+    let config = StepConfig {
+        acquisition: AcquisitionName::LogEipc,
+        params: AcquisitionParams {
+            convention: Some(CostConvention::Expected),
+            ..AcquisitionParams::default()
+        },
+        multistart: MultiStartOptions {
+            raw_samples: Some(200),
+            num_restarts: Some(4),
+            ..MultiStartOptions::default()
+        },
+        standardize: false,
+        ..StepConfig::default()
+    };
+    let cost = LinearMeanCost {
+        offset: 1.0,
+        slope: 20.0,
+    };
+    let (mut x, mut y) = (Vec::new(), Vec::new());
+    let mut checked = 0;
+    for step in 0..10u64 {
+        let history = History {
+            x: &x,
+            y: &y,
+            cost: &[],
+            pending: &[],
+        };
+        let p = propose(
+            d,
+            history,
+            &config,
+            &StepContext::default(),
+            CostSetting::Known(&cost),
+            step,
+            None,
+        )
+        .unwrap();
+        if let Some(models) = models_from_proposal(d, &history, &config, &p).unwrap() {
+            let sup = supplied_from_proposal(&config, &history, &p, false, Some(0.01));
+            assert_eq!(sup.max_log_eipc_exp, Some(p.acquisition_value));
+            let opt = OptimizerConfig {
+                raw_samples: Some(200),
+                num_restarts: Some(4),
+            };
+            let rule = PbgiStopping::new(0.01, 1, Guard::default(), opt).unwrap();
+            let mut state = RunState::new(d, &x, &y, &[], 6);
+            state.model = Some(&models.model);
+            state.cost_info = CostInfo::Known(&cost);
+            state.seed = step;
+            let (v, _) = rule.max_log_eipc(&state).unwrap();
+            assert!(
+                (v - p.acquisition_value).abs() < 1e-9,
+                "step {step}: {v} vs {}",
+                p.acquisition_value
+            );
+            let mut a = rule.clone();
+            let mut b = rule.clone();
+            let fresh = a.check(&state).unwrap();
+            state.supplied = sup;
+            state.model = None; // the supplied statistic suffices
+            assert_eq!(b.check(&state).unwrap().is_stop(), fresh.is_stop());
+            checked += 1;
+        }
+        y.push(f(&p.x));
+        x.extend_from_slice(&p.x);
+    }
+    assert!(checked >= 3);
+}
+
+/// Decisions serialize (for storage and status displays); with unknown costs a supplied
+/// LogEIPC-inv maximum is not the PBGI rule's statistic, so the rule needs the model.
+#[test]
+fn decisions_serialize_and_unknown_cost_conventions_are_not_mixed() {
+    let x = [0.1, 0.5, 0.9];
+    let y = [0.0, 1.0, 0.5];
+    let logc = [0.0, 0.1, 0.2];
+    let cost_gp = model(&x, &logc, 1, 0.3);
+    let mut state = RunState::new(1, &x, &y, &[], 2);
+    state.cost_info = CostInfo::Unknown(&cost_gp);
+    state.supplied.max_log_eipc_inv = Some(-10.0);
+    let mut rule = PbgiStopping::new(0.1, 1, Guard::default(), OptimizerConfig::default()).unwrap();
+    assert!(
+        rule.check(&state).is_err(),
+        "inv convention must not be used as the exp statistic"
+    );
+    state.supplied.max_log_eipc_exp = Some(-10.0);
+    let dec = rule.check(&state).unwrap();
+    assert!(dec.is_stop());
+    let json = serde_json::to_string(&dec).unwrap();
+    let back: pandora_core::stopping::Decision = serde_json::from_str(&json).unwrap();
+    assert_eq!(back, dec);
+    match &dec {
+        pandora_core::stopping::Decision::Stop { reason, report } => {
+            assert!(reason.contains("max_log_eipc"), "{reason}");
+            assert_eq!(report.iteration, 1);
+            assert!(report.triggered);
+        }
+        _ => unreachable!(),
+    }
+    // Bad input is an error, not a panic.
+    let bad = RunState::new(1, &x[..2], &y, &[], 2);
+    assert!(rule.check(&bad).is_err());
+    let nan_y = [0.0, f64::NAN, 1.0];
+    assert!(rule.check(&RunState::new(1, &x, &nan_y, &[], 1)).is_err());
+}
+
+#[test]
+fn nan_statistics_serialize_as_null() {
+    let s = pandora_core::stopping::Statistic::new(
+        "srgap",
+        f64::NAN,
+        f64::NAN,
+        pandora_core::stopping::Comparison::AtMost,
+    );
+    let json = serde_json::to_string(&s).unwrap();
+    assert!(json.contains("\"value\":null"), "{json}");
+    let back: pandora_core::stopping::Statistic = serde_json::from_str(&json).unwrap();
+    assert!(back.value.is_nan() && back.threshold.is_nan() && !back.holds());
+}

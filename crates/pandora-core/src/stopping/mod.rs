@@ -36,6 +36,7 @@ pub mod pbgi;
 pub mod prb;
 pub mod regret;
 mod search;
+pub mod step;
 pub mod ucb_lcb;
 
 pub use config::{OptimizerConfig, RuleConfig, StoppingConfig};
@@ -83,14 +84,36 @@ impl Comparison {
     }
 }
 
+/// Serializes a non-finite `f64` as `null` (JSON has no NaN) and reads `null` back as NaN.
+mod nan_as_null {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &f64, s: S) -> Result<S::Ok, S::Error> {
+        if v.is_finite() {
+            s.serialize_some(v)
+        } else {
+            s.serialize_none()
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+        Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
+    }
+}
+
 /// One statistic of a rule at one check, with the threshold it is compared against.
+///
+/// Non-finite numbers serialize as `null` and read back as NaN (e.g. a threshold that does not
+/// exist yet, or `−∞` when every candidate of a discrete space has been evaluated).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Statistic {
     /// What the value is (e.g. `"max_log_eipc"`).
     pub name: String,
     /// Its value (NaN if not yet available, e.g. before a median window is complete).
+    #[serde(with = "nan_as_null")]
     pub value: f64,
     /// The threshold.
+    #[serde(with = "nan_as_null")]
     pub threshold: f64,
     /// The rule triggers when `value <stop_when> threshold`.
     pub stop_when: Comparison,
