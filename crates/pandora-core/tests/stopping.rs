@@ -897,3 +897,70 @@ fn nan_statistics_serialize_as_null() {
     let back: pandora_core::stopping::Statistic = serde_json::from_str(&json).unwrap();
     assert!(back.value.is_nan() && back.threshold.is_nan() && !back.holds());
 }
+
+#[test]
+fn ucb_lcb_moving_window_on_a_hand_trace() {
+    let (x, y) = dummy_run(2);
+    let sup: Vec<_> = [0.03, 0.0, 0.0]
+        .iter()
+        .map(|v| SuppliedStatistics {
+            ucb_lcb: Some(*v),
+            ..Default::default()
+        })
+        .collect();
+    // Window 2: means 0.015 (t = 1) and 0 (t = 2); no stop at t = 0 (window not full).
+    let mut r = UcbLcb::new(0.01, 2, Guard::default(), OptimizerConfig::default()).unwrap();
+    let rep = replay(&mut r, 1, &x, &y, &[], 2, &sup).unwrap();
+    assert_eq!(rep.stop, Some(2));
+    let s = &rep.decisions[1].report().statistics[0];
+    assert_eq!(s.name, "ucb_minus_lcb_window");
+    assert!((s.value - 0.015).abs() < 1e-15);
+}
+
+/// SRGap with an unchanged incumbent: `gap = |m_old(x_b) − m_new(x_b)| + √β √(KL/2)`, recomputed
+/// here from the two posteriors.
+#[test]
+fn srgap_matches_its_formula_when_the_incumbent_is_unchanged() {
+    let x = [0.1, 0.4, 0.7, 0.95];
+    let y = [0.2, 0.6, -0.1, 0.3];
+    let old = model(&x[..3], &y[..3], 1, 0.2);
+    let new = model(&x, &y, 1, 0.2);
+    let mut state = RunState::new(1, &x, &y, &[], 2);
+    state.model = Some(&new);
+    state.previous_model = Some(&old);
+    let sr = SrGapMed::new(0.01, 20, Guard::default()).unwrap();
+    let gap = sr.statistic(&state).unwrap();
+    let xb = [0.4];
+    let (po, pn) = (
+        old.posterior(&xb, false).unwrap(),
+        new.posterior(&xb, false).unwrap(),
+    );
+    let (mo, vo) = (po.mean[0], po.var[0].max(1e-12));
+    let (mn, vn) = (pn.mean[0], pn.var[0].max(1e-12));
+    let kl = 0.5 * ((vn / vo).ln() + (vo + (mo - mn).powi(2)) / vn - 1.0);
+    let beta = pandora_core::acquisition::gp_ucb_beta(1, 3.0);
+    let expected = (mo - mn).abs() + beta.sqrt() * (kl.max(0.0) / 2.0).sqrt();
+    assert!((gap - expected).abs() < 1e-12, "{gap} vs {expected}");
+    assert!(gap > 0.0);
+}
+
+#[test]
+fn rule_bank_records_each_rules_first_stop() {
+    use pandora_core::stopping::RuleBank;
+    // Best history [1, 2, 2, 2, 2, 2, 2, 3] (see the Convergence test).
+    let y = [0.0, 1.0, 2.0, 2.0, 1.5, 2.0, 2.0, 2.0, 3.0];
+    let x: Vec<f64> = (0..y.len()).map(|i| i as f64 / 10.0).collect();
+    let mut bank = RuleBank::new(vec![
+        Box::new(Convergence::new(5, Guard::default()).unwrap()),
+        Box::new(FixedBudget::new(Some(3), None).unwrap()),
+        Box::new(Convergence::new(2, Guard::default()).unwrap()),
+    ]);
+    for n in 2..=y.len() {
+        let state = RunState::new(1, &x[..n], &y[..n], &[], 2);
+        let decisions = bank.check(&state).unwrap();
+        assert_eq!(decisions.len(), 3);
+    }
+    assert_eq!(bank.stops(), &[Some(6), Some(3), Some(3)]);
+    assert!(bank.all_stopped());
+    assert_eq!(bank.names(), ["convergence", "fixed-budget", "convergence"]);
+}

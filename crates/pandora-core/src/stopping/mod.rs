@@ -40,7 +40,10 @@ pub mod step;
 pub mod ucb_lcb;
 
 pub use config::{OptimizerConfig, RuleConfig, StoppingConfig};
-pub use regret::{StopOutcome, Summary, Trace, cost_adjusted_regret, hindsight, replay};
+pub use regret::{
+    RuleBank, StopOutcome, Summary, Trace, cost_adjusted_regret, evaluate_stop, hindsight, replay,
+    summarize,
+};
 
 use crate::acquisition::{CostModel, UnknownCost};
 use crate::error::{Error, Result};

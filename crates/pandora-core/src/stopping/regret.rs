@@ -295,3 +295,56 @@ pub fn replay(
         decisions,
     })
 }
+
+/// Several rules watching one run: check them all at every iteration (they do not influence the
+/// run) and keep each rule's first stopping index, so one uncapped run evaluates every rule on
+/// its own statistics. A rule that has stopped is not checked again.
+pub struct RuleBank {
+    rules: Vec<Box<dyn StoppingRule>>,
+    stops: Vec<Option<usize>>,
+}
+
+impl RuleBank {
+    /// A bank of fresh rules (each is [`StoppingRule::reset`]).
+    pub fn new(mut rules: Vec<Box<dyn StoppingRule>>) -> Self {
+        for r in &mut rules {
+            r.reset();
+        }
+        let stops = vec![None; rules.len()];
+        Self { rules, stops }
+    }
+
+    /// Checks every rule that has not stopped yet on `state`; returns their decisions (`None`
+    /// for rules that had already stopped).
+    pub fn check(&mut self, state: &RunState<'_>) -> Result<Vec<Option<Decision>>> {
+        let t = state.iteration();
+        let mut out = Vec::with_capacity(self.rules.len());
+        for (rule, stop) in self.rules.iter_mut().zip(&mut self.stops) {
+            if stop.is_some() {
+                out.push(None);
+                continue;
+            }
+            let d = rule.check(state)?;
+            if d.is_stop() {
+                *stop = Some(t);
+            }
+            out.push(Some(d));
+        }
+        Ok(out)
+    }
+
+    /// The rules' names.
+    pub fn names(&self) -> Vec<&'static str> {
+        self.rules.iter().map(|r| r.name()).collect()
+    }
+
+    /// Each rule's first stopping index (BO evaluations), `None` if it has not fired.
+    pub fn stops(&self) -> &[Option<usize>] {
+        &self.stops
+    }
+
+    /// Whether every rule has stopped.
+    pub fn all_stopped(&self) -> bool {
+        self.stops.iter().all(Option::is_some)
+    }
+}
