@@ -698,8 +698,11 @@ fn ucb_lcb_and_srgap_statistics_on_a_model() {
     assert!(gap.is_finite() && gap > 0.1, "{gap}");
 }
 
-/// Theorem 1 as a statistical test: on a 1-D GP-prior problem over a grid, LogEIPC with the
-/// PBGI/LogEIPC rule spends in expectation at most `C + U/λ` (unit costs, scaled by λ).
+/// Theorem 1 as a statistical test: on 1-D GP-prior problems over a grid, the PBGI and the
+/// LogEIPC acquisitions with the PBGI/LogEIPC rule spend in expectation at most `C + U/λ`
+/// (unscaled costs; `C` = expected cost of the random first point), for uniform and linear costs.
+/// (Measured: mean spend 6.2-6.5 against a bound of 33; the bound is loose but a rule that
+/// failed to stop would spend up to 60.)
 #[test]
 fn theorem_1_expected_cost_within_c_plus_u() {
     let m = 60;
@@ -707,65 +710,104 @@ fn theorem_1_expected_cost_within_c_plus_u() {
     let kernel = Kernel::new(KernelKind::Matern52, vec![0.1], 1.0).unwrap();
     let u = expected_max_on_set(&kernel, &g, 1.0, 20_000, 11).unwrap();
     let lambda = 0.05;
-    let bound = 1.0 + u.u / lambda; // C = 1 (the first point), then λ-scaled unit costs.
-    // Draw objectives from the same prior (exact, on the grid).
     let k = pandora_core::gp::model::kernel_matrix(&kernel, &g, 1e-10);
     let chol = pandora_core::linalg::Cholesky::factor(k.as_ref(), Default::default()).unwrap();
     let l = chol.l();
-    let mut r = rng(99);
-    let runs = 150;
-    let mut spent = Vec::new();
-    for _ in 0..runs {
-        let z: Vec<f64> = (0..m)
-            .map(|_| r.sample(rand_distr::StandardNormal))
-            .collect();
-        let f: Vec<f64> = (0..m)
-            .map(|i| (0..=i).map(|j| l[(i, j)] * z[j]).sum())
-            .collect();
-        let first = r.random_range(0..m);
-        let mut xi = vec![g[first]];
-        let mut yi = vec![f[first]];
-        let mut rule =
-            PbgiStopping::new(lambda, 1, Guard::default(), OptimizerConfig::default()).unwrap();
-        loop {
-            let gp = GpModel::with_params(
-                &xi,
-                &yi,
-                1,
-                &Transforms::default(),
-                GpParams {
-                    kernel: kernel.clone(),
-                    mean: 0.0,
-                    noise: 1e-8,
-                },
-            )
-            .unwrap();
-            let mut state = RunState::new(1, &xi, &yi, &[], 1);
-            state.model = Some(&gp);
-            state.candidates = Some(Candidates {
-                points: &g,
-                exclusive: true,
-            });
-            let (_, xnext) = rule.max_log_eipc(&state).unwrap();
-            if rule.check(&state).unwrap().is_stop() || xnext.is_empty() {
-                break;
+    for linear in [false, true] {
+        let cost_of = move |x: f64| if linear { 0.5 + x } else { 1.0 };
+        let known = KnownCost(move |p: &[f64], gr: &mut [f64]| {
+            gr[0] = if linear { 1.0 } else { 0.0 };
+            cost_of(p[0])
+        });
+        let c_first = g.iter().map(|x| cost_of(*x)).sum::<f64>() / m as f64;
+        let bound = c_first + u.u / lambda;
+        for use_pbgi in [false, true] {
+            let mut r = rng(99);
+            let runs = 150;
+            let mut spent = Vec::new();
+            for _ in 0..runs {
+                // An objective from the same prior (exact, on the grid).
+                let z: Vec<f64> = (0..m)
+                    .map(|_| r.sample(rand_distr::StandardNormal))
+                    .collect();
+                let f: Vec<f64> = (0..m)
+                    .map(|i| (0..=i).map(|j| l[(i, j)] * z[j]).sum())
+                    .collect();
+                let first = r.random_range(0..m);
+                let mut xi = vec![g[first]];
+                let mut yi = vec![f[first]];
+                let mut rule =
+                    PbgiStopping::new(lambda, 1, Guard::default(), OptimizerConfig::default())
+                        .unwrap();
+                loop {
+                    let gp = GpModel::with_params(
+                        &xi,
+                        &yi,
+                        1,
+                        &Transforms::default(),
+                        GpParams {
+                            kernel: kernel.clone(),
+                            mean: 0.0,
+                            noise: 1e-8,
+                        },
+                    )
+                    .unwrap();
+                    let mut state = RunState::new(1, &xi, &yi, &[], 1);
+                    state.model = Some(&gp);
+                    state.cost_info = CostInfo::Known(&known);
+                    state.candidates = Some(Candidates {
+                        points: &g,
+                        exclusive: true,
+                    });
+                    if rule.check(&state).unwrap().is_stop() {
+                        break;
+                    }
+                    // Next point: argmax LogEIPC or argmax PBGI index over unevaluated points.
+                    let best = yi.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                    let post = gp.posterior(&g, false).unwrap();
+                    let mut pick = (f64::NEG_INFINITY, usize::MAX);
+                    for j in 0..m {
+                        if xi.contains(&g[j]) {
+                            continue;
+                        }
+                        let (mu, s) = (post.mean[j], post.var[j].sqrt());
+                        let lc = cost_of(g[j]).ln();
+                        let score = if use_pbgi {
+                            pbgi_index(mu, s, lambda.ln() + lc).g
+                        } else {
+                            log_eipc_exp(
+                                &PointPosterior {
+                                    mu,
+                                    sigma: s,
+                                    cost: LogCost { mean: lc, var: 0.0 },
+                                },
+                                best,
+                            )
+                        };
+                        if score > pick.0 {
+                            pick = (score, j);
+                        }
+                    }
+                    if pick.1 == usize::MAX {
+                        break;
+                    }
+                    xi.push(g[pick.1]);
+                    yi.push(f[pick.1]);
+                }
+                spent.push(xi.iter().map(|x| cost_of(*x)).sum::<f64>());
             }
-            let j = g.iter().position(|v| *v == xnext[0]).unwrap();
-            xi.push(g[j]);
-            yi.push(f[j]);
+            let mean = spent.iter().sum::<f64>() / runs as f64;
+            let sd =
+                (spent.iter().map(|s| (s - mean).powi(2)).sum::<f64>() / (runs - 1) as f64).sqrt();
+            let se = sd / (runs as f64).sqrt();
+            assert!(
+                mean <= bound + 3.0 * se,
+                "linear={linear} pbgi={use_pbgi}: mean spend {mean} (se {se}) > C + U/λ = {bound}"
+            );
+            // Not vacuous: the runs do evaluate several points on average.
+            assert!(mean > 3.0, "linear={linear} pbgi={use_pbgi}: {mean}");
         }
-        spent.push(1.0 + (yi.len() - 1) as f64);
     }
-    let mean = spent.iter().sum::<f64>() / runs as f64;
-    let sd = (spent.iter().map(|s| (s - mean).powi(2)).sum::<f64>() / (runs - 1) as f64).sqrt();
-    let se = sd / (runs as f64).sqrt();
-    // Unit costs scaled by λ: E[#BO evaluations]·λ ≤ U, i.e. E[spent] ≤ 1 + U/λ.
-    assert!(
-        mean <= bound + 3.0 * se,
-        "mean spend {mean} (se {se}) exceeds C + U/λ = {bound}"
-    );
-    // The bound is not vacuous here: the rule does evaluate several points on average.
-    assert!(mean > 3.0, "{mean}");
 }
 
 /// A policy step's fitted model is rebuilt exactly from its proposal, and the acquisition maximum
