@@ -766,12 +766,12 @@ fn theorem_1_expected_cost_within_c_plus_u() {
                     let best = yi.iter().copied().fold(f64::NEG_INFINITY, f64::max);
                     let post = gp.posterior(&g, false).unwrap();
                     let mut pick = (f64::NEG_INFINITY, usize::MAX);
-                    for j in 0..m {
-                        if xi.contains(&g[j]) {
+                    for (j, &gj) in g.iter().enumerate() {
+                        if xi.contains(&gj) {
                             continue;
                         }
                         let (mu, s) = (post.mean[j], post.var[j].sqrt());
-                        let lc = cost_of(g[j]).ln();
+                        let lc = cost_of(gj).ln();
                         let score = if use_pbgi {
                             pbgi_index(mu, s, lambda.ln() + lc).g
                         } else {
