@@ -55,6 +55,17 @@ fn pbgi_and_log_eipc_forms_agree_on_random_posteriors() {
         let a = stops_by_pbgi(&pts, best, lambda);
         let b = stops_by_log_eipc(&pts, best, lambda);
         assert_eq!(a, b, "case {case}: {pts:?} best {best} lambda {lambda}");
+        // The paper's minimization statement: min over points of the min-mode index ≥ the best
+        // (lowest) value of the negated problem.
+        let min_form = pts.iter().all(|p| {
+            pandora_core::acquisition::pbgi_index_min(
+                -p.mu,
+                p.sigma,
+                lambda.ln() + p.cost.mean + 0.5 * p.cost.var,
+            )
+            .g >= -best
+        });
+        assert_eq!(min_form, b, "min mode, case {case}");
         if a {
             stops += 1;
         } else {
