@@ -241,6 +241,13 @@ fn pbgi_rule_continuous_maximum_is_at_least_the_grid_maximum() {
     });
     let (vg, _) = rule.max_log_eipc(&state).unwrap();
     assert!(v >= vg - 1e-9, "{v} < grid {vg}");
+    // The grid as extra candidates for the continuous search: at least both.
+    state.candidates = Some(Candidates {
+        points: &g2,
+        exclusive: false,
+    });
+    let (ve, _) = rule.max_log_eipc(&state).unwrap();
+    assert!(ve >= vg && ve >= v - 1e-9, "{ve} vs {v}, {vg}");
     assert_eq!(xbest.len(), 2);
 }
 
@@ -287,6 +294,27 @@ fn pbgi_rule_guard_and_window_on_hand_traces() {
     // Window 2: log((e^-1 + e^-3)/2) = −1.566 > −2, log((e^-3 + e^-3)/2) = −3.
     assert_eq!(run(&[-1.0, -3.0, -3.0], 2, Guard::default()), Some(2));
     assert_eq!(run(&[-3.0, -1.0, -1.0], 2, Guard::default()), None);
+    {
+        let (x, y) = dummy_run(1);
+        let mut rule =
+            PbgiStopping::new(lam, 2, Guard::default(), OptimizerConfig::default()).unwrap();
+        let rep = replay(
+            &mut rule,
+            1,
+            &x,
+            &y,
+            &[],
+            2,
+            &supplied_log_eipc(&[-1.0, -3.0]),
+        )
+        .unwrap();
+        let s = &rep.decisions[1].report().statistics[0];
+        // log((e^-1 + e^-3)/2) = −1.5662192…
+        let expected = (((-1.0f64).exp() + (-3.0f64).exp()) / 2.0).ln();
+        assert_eq!(s.name, "log_mean_eipc_window");
+        assert!((s.value - expected).abs() < 1e-14 && (expected + 1.5662192).abs() < 1e-7);
+        assert!(rep.decisions[0].report().statistics[0].value.is_nan());
+    }
     // Supplied maximal PBGI index: stop iff it does not beat the incumbent.
     let (x, y) = dummy_run(1);
     let mut rule = PbgiStopping::new(lam, 1, Guard::default(), OptimizerConfig::default()).unwrap();
