@@ -1045,3 +1045,67 @@ fn rule_bank_records_each_rules_first_stop() {
     assert!(bank.all_stopped());
     assert_eq!(bank.names(), ["convergence", "fixed-budget", "convergence"]);
 }
+
+/// U is in raw objective units: with standardized outcomes, scaling the data by 10 (same
+/// internal hyperparameters, same seed) scales U by 10; input normalization maps the search box.
+#[test]
+fn estimate_u_undoes_the_model_transforms() {
+    let x = [0.1, 0.5, 0.9, 0.3];
+    let y = [0.2, -0.3, 0.4, 0.0];
+    let y10: Vec<f64> = y.iter().map(|v| 10.0 * v).collect();
+    let params = GpParams {
+        kernel: Kernel::new(KernelKind::Matern52, vec![0.3], 1.0).unwrap(),
+        mean: 0.0,
+        noise: 1e-6,
+    };
+    let t = Transforms {
+        normalize_inputs: Some(Some((vec![-1.0], vec![3.0]))),
+        standardize_outcomes: true,
+    };
+    let a = GpModel::with_params(&x, &y, 1, &t, params.clone()).unwrap();
+    let b = GpModel::with_params(&x, &y10, 1, &t, params).unwrap();
+    assert_eq!(a.to_internal(&[-1.0, 3.0, 1.0]).unwrap(), [0.0, 1.0, 0.5]);
+    let opts = UEstimatorOptions {
+        samples: 64,
+        seed: 5,
+        ..Default::default()
+    };
+    for reference in [UReference::Prior, UReference::Posterior { best: 0.4 }] {
+        let ua = estimate_u(&a, reference, None, &opts).unwrap();
+        let rb = match reference {
+            UReference::Prior => UReference::Prior,
+            UReference::Posterior { best } => UReference::Posterior { best: 10.0 * best },
+        };
+        let ub = estimate_u(&b, rb, None, &opts).unwrap();
+        assert!(
+            (ub.u - 10.0 * ua.u).abs() < 1e-9 * ub.u.abs().max(1.0),
+            "{ua:?} {ub:?}"
+        );
+    }
+    // Inputs normalized from [-1, 3] with internal lengthscale 0.3 is the same prior on raw
+    // points as no normalization with lengthscale 1.2: identical exact U on a grid.
+    let g = grid(30);
+    let plain = model(&x, &y, 1, 1.2);
+    let normalized = GpModel::with_params(
+        &x,
+        &y,
+        1,
+        &Transforms {
+            normalize_inputs: Some(Some((vec![-1.0], vec![3.0]))),
+            standardize_outcomes: false,
+        },
+        GpParams {
+            kernel: Kernel::new(KernelKind::Matern52, vec![0.3], 1.0).unwrap(),
+            mean: 0.0,
+            noise: 1e-6,
+        },
+    )
+    .unwrap();
+    let c = Some(Candidates {
+        points: &g,
+        exclusive: true,
+    });
+    let up = estimate_u(&plain, UReference::Prior, c, &opts).unwrap();
+    let un = estimate_u(&normalized, UReference::Prior, c, &opts).unwrap();
+    assert!((up.u - un.u).abs() < 1e-9, "{up:?} vs {un:?}");
+}
