@@ -1109,3 +1109,43 @@ fn estimate_u_undoes_the_model_transforms() {
     let un = estimate_u(&normalized, UReference::Prior, c, &opts).unwrap();
     assert!((up.u - un.u).abs() < 1e-9, "{up:?} vs {un:?}");
 }
+
+/// The forms a study config will use, in TOML.
+#[test]
+fn config_reads_from_toml() {
+    #[derive(serde::Deserialize)]
+    struct Study {
+        stopping: StoppingConfig,
+    }
+    let s: Study = toml::from_str("stopping = \"pbgi\"").unwrap();
+    assert_eq!(s.stopping, StoppingConfig::default());
+    let s: Study = toml::from_str(
+        "[stopping]\nrule = \"pbgi\"\nlambda = 1e-5\nwindow = 20\nburn_in = 20\ndebounce = 2\n",
+    )
+    .unwrap();
+    assert_eq!(
+        s.stopping.rule,
+        RuleConfig::Pbgi {
+            lambda: Some(1e-5),
+            window: 20
+        }
+    );
+    assert_eq!(
+        (s.stopping.guard.burn_in, s.stopping.guard.debounce),
+        (20, 2)
+    );
+    let s: Study = toml::from_str(
+        "[stopping]\nrule = \"prb\"\nepsilon = 0.1\n[stopping.schedule]\ninitial = 32\ngrowth = 2.0\nmax = 500\n",
+    )
+    .unwrap();
+    match s.stopping.rule {
+        RuleConfig::Prb {
+            epsilon, schedule, ..
+        } => {
+            assert_eq!(epsilon, 0.1);
+            assert_eq!((schedule.initial, schedule.max), (32, 500));
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(toml::from_str::<Study>("stopping = \"maybe\"").is_err());
+}
