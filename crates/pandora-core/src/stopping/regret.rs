@@ -263,8 +263,11 @@ pub fn replay(
             supplied.len(),
         ));
     }
-    if x.len() != n * d || (!cost.is_empty() && cost.len() != n) {
+    if x.len() != n * d {
         return Err(Error::dim("replay x", n * d, x.len()));
+    }
+    if !cost.is_empty() && cost.len() != n {
+        return Err(Error::dim("replay cost", n, cost.len()));
     }
     rule.reset();
     let mut decisions = Vec::new();
