@@ -26,7 +26,8 @@
 //! - [`regret::hindsight`]: the offline oracle.
 //!
 //! Rules are built from a serializable [`StoppingConfig`]; [`budget`] chooses λ from a budget
-//! (Theorem 1 of the stopping paper). See `docs/stopping.md`.
+//! (Theorem 1 of the stopping paper); [`step`] connects a rule to a [`crate::policy::propose`]
+//! step; [`regret`] evaluates stops offline ([`replay`], [`RuleBank`]). See `docs/stopping.md`.
 
 pub mod budget;
 pub mod config;
