@@ -19,5 +19,6 @@ pub mod linalg;
 pub mod math;
 pub mod optim;
 pub mod policy;
+pub mod stopping;
 
 pub use error::{Error, Result};
