@@ -317,6 +317,38 @@ acquisition = "random"
     }
 }
 
+#[test]
+fn explicit_initial_points_replace_the_sobol_design() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("p.toml");
+    std::fs::write(
+        &config,
+        r#"
+[experiment]
+name = "points"
+seeds = 1
+max_evaluations = 1
+
+[[problem]]
+objective = "ackley"
+dim = 1
+initial_points = [[0.25], [1.0]]
+
+[[policy]]
+acquisition = "random"
+"#,
+    )
+    .unwrap();
+    let out = dir.path().join("out");
+    run_experiment(&config, &out, 1);
+    let lines = stripped(&out.join("traces/ackley-d1-uniform__random__s0.jsonl"));
+    assert_eq!(lines[1]["x"], serde_json::json!([0.25]));
+    assert_eq!(lines[2]["x"], serde_json::json!([1.0]));
+    assert_eq!(lines[2]["phase"], "initial");
+    assert_eq!(lines[3]["phase"], "random");
+    assert_eq!(lines[4]["kind"], "end");
+}
+
 fn expect_config_error(body: &str, needle: &str) {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("bad.toml");

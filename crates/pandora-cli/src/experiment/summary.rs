@@ -421,4 +421,84 @@ mod tests {
         // Held beyond the end.
         assert_eq!(at(&c, 10.0, Interpolation::Linear), 0.0);
     }
+
+    #[test]
+    fn unknown_optima_use_the_best_value_of_the_instance() {
+        use super::super::config::parse;
+        use super::super::trace::{End, Header, Step};
+        let plan = parse(
+            "[experiment]\nname = \"u\"\nseeds = 2\nbudget = 2\n\
+             [[problem]]\nobjective = \"ackley\"\ndim = 1\n\
+             [[policy]]\nacquisition = \"random\"\n[[policy]]\nacquisition = \"log_ei\"\n",
+        )
+        .unwrap()
+        .resolve(false)
+        .unwrap();
+        let trace = |policy: &str, problem_seed: u64, bests: &[f64]| {
+            let steps = bests
+                .iter()
+                .enumerate()
+                .map(|(k, &b)| Step {
+                    k,
+                    phase: if k == 0 { "initial" } else { "random" }.into(),
+                    x: vec![0.5],
+                    y: b,
+                    cost: 1.0,
+                    cumulative_cost: k as f64,
+                    total_cost: k as f64 + 1.0,
+                    best: b,
+                    regret: None,
+                    acquisition_value: None,
+                    lambda: None,
+                    predicted_cost: None,
+                    params: None,
+                    seconds_propose: 0.0,
+                    seconds_eval: 0.0,
+                })
+                .collect();
+            Trace {
+                header: Header {
+                    version: 1,
+                    experiment: "u".into(),
+                    problem: "ackley-d1-uniform".into(),
+                    policy: policy.into(),
+                    acquisition: policy.into(),
+                    seed: problem_seed,
+                    problem_seed,
+                    dim: 1,
+                    optimum: None,
+                    regret_scale: 10.0,
+                    budget: Some(2.0),
+                    max_evaluations: None,
+                    cost_setting: "uniform".into(),
+                    settings: serde_json::Value::Null,
+                },
+                steps,
+                end: Some(End {
+                    reason: "budget".into(),
+                    evaluations: bests.len(),
+                    cumulative_cost: (bests.len() - 1) as f64,
+                }),
+                torn: false,
+            }
+        };
+        // Instance 0: the best value seen by any policy is −1; instance 1 only reaches −5.
+        let traces = vec![
+            trace("random", 0, &[-4.0, -3.0, -3.0]),
+            trace("log_ei", 0, &[-4.0, -2.0, -1.0]),
+            trace("random", 1, &[-6.0, -5.0, -5.0]),
+        ];
+        let s = summarize(&plan, &traces);
+        assert!(s[0].empirical_reference);
+        let random = &s[0].policies[0];
+        let log_ei = &s[0].policies[1];
+        // Final regrets ×10: random 10·(−1 − (−3)) = 20 and 10·(−5 − (−5)) = 0; log_ei 0.
+        assert_eq!(random.stats[2].n, 2);
+        assert_eq!(random.stats[2].mean, 10.0);
+        // At cost 0: 10·(−1 − (−4)) = 30 and 10·(−5 − (−6)) = 10; q75 = 10 + 0.75·20.
+        assert_eq!(random.stats[0].q75, 25.0);
+        assert_eq!(log_ei.stats[2].mean, 0.0);
+        assert_eq!(log_ei.stats[0].mean, 30.0);
+        assert!(table(&s).contains("against the best value seen in any run"));
+    }
 }
