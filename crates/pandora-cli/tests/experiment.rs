@@ -177,6 +177,21 @@ fn smoke_experiment_runs_resumes_and_is_deterministic() {
         }
     }
 
+    // A changed configuration does not silently mix with old traces.
+    let changed = dir.path().join("changed.toml");
+    std::fs::write(&changed, SMOKE.replace("budget = 12", "budget = 13")).unwrap();
+    let o = pandora()
+        .args(["experiment", changed.to_str().unwrap(), "--out"])
+        .arg(&a)
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("written by a different configuration"),
+        "{err}"
+    );
+
     // One job gives the same traces as two.
     let b = dir.path().join("b");
     run_experiment(&config, &b, 1);

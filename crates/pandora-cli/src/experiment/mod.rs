@@ -119,9 +119,19 @@ pub fn execute(plan: &config::Plan, out: &Path, jobs: usize) -> Result<usize> {
         .build()
         .context("building the thread pool")?;
     let results: Vec<(config::RunSpec, Result<run::RunStatus>)> = pool.install(|| {
+        // Build the instances of the runs still to do first (one per problem and seed, shared by
+        // the policies), then run.
+        let todo: Vec<config::RunSpec> = runs
+            .par_iter()
+            .filter(|r| !run::is_complete(plan, r, &traces))
+            .copied()
+            .collect();
+        bar.set_message("(building problem instances)");
+        let instances = run::Instances::build(plan, &todo);
+        bar.set_message("");
         runs.par_iter()
             .map(|r| {
-                let res = run::run_one(plan, r, &traces);
+                let res = run::run_one(plan, r, &traces, &instances);
                 bar.inc(1);
                 (*r, res)
             })

@@ -10,7 +10,7 @@
 
 use super::config::{CostSettingName, Plan, RunSpec, build_problem, step_seed};
 use super::trace::{self, Appender, End, Header, Line, Step};
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result, anyhow, bail};
 use pandora_core::acquisition::{AcquisitionName, KnownCost, PbgiDecay};
 use pandora_core::gp::GpParams;
 use pandora_core::policy::{
@@ -18,6 +18,8 @@ use pandora_core::policy::{
 };
 use pandora_problems::Problem;
 use pandora_study::study::{params_from_json, params_to_json};
+use rayon::prelude::*;
+use std::collections::HashMap;
 use std::path::Path;
 use std::time::Instant;
 
@@ -122,25 +124,86 @@ pub fn header(plan: &Plan, r: &RunSpec, problem: &dyn Problem) -> Header {
     }
 }
 
+/// Problem instances shared by the runs of an experiment: one per (problem, instance seed),
+/// built once (building may be expensive, e.g. a GP sample's optimum search) and used by every
+/// policy. Building is deterministic, so sharing does not change results.
+pub struct Instances {
+    built: HashMap<(usize, u64), std::result::Result<Box<dyn Problem>, String>>,
+}
+
+impl Instances {
+    /// Builds, in parallel, the instances the runs `runs` of `plan` need.
+    pub fn build(plan: &Plan, runs: &[RunSpec]) -> Self {
+        let mut keys: Vec<(usize, u64)> = runs.iter().map(|r| (r.problem, r.seed)).collect();
+        keys.sort_unstable();
+        keys.dedup();
+        let built = keys
+            .into_par_iter()
+            .map(|(p, seed)| {
+                let b = build_problem(&plan.problems[p].config, seed).map_err(|e| format!("{e:#}"));
+                ((p, seed), b)
+            })
+            .collect();
+        Self { built }
+    }
+
+    /// The instance of run `r`.
+    pub fn get(&self, r: &RunSpec) -> Result<&dyn Problem> {
+        match self.built.get(&(r.problem, r.seed)) {
+            Some(Ok(p)) => Ok(p.as_ref()),
+            Some(Err(e)) => Err(anyhow!("{e}")),
+            None => Err(anyhow!("the problem instance of this run was not built")),
+        }
+    }
+}
+
+/// Whether run `r` has a complete trace in `dir` written with the current configuration.
+pub fn is_complete(plan: &Plan, r: &RunSpec, dir: &Path) -> bool {
+    let path = dir.join(plan.trace_name(r));
+    path.exists()
+        && trace::read(&path).is_ok_and(|t| {
+            t.end.is_some()
+                && t.header.version == TRACE_VERSION
+                && t.header.experiment == plan.name
+                && t.header.settings == plan.run_settings(r)
+        })
+}
+
 /// Carries out run `r` of `plan`, writing its trace into `dir`: skips a complete trace,
 /// continues a partial one and starts a missing one.
-pub fn run_one(plan: &Plan, r: &RunSpec, dir: &Path) -> Result<RunStatus> {
+pub fn run_one(plan: &Plan, r: &RunSpec, dir: &Path, instances: &Instances) -> Result<RunStatus> {
     let path = dir.join(plan.trace_name(r));
     let p = &plan.problems[r.problem];
-    let problem = build_problem(&p.config, r.seed)?;
-    let d = problem.dim();
-    let head = header(plan, r, problem.as_ref());
-    let mut steps: Vec<Step> = Vec::new();
-    if path.exists() {
+    let mismatch = || {
+        anyhow!(
+            "{path:?} was written by a different configuration; delete it or use another \
+             --out directory"
+        )
+    };
+    let existing = if path.exists() {
         let t = trace::read(&path)?;
-        if t.header != head {
-            bail!(
-                "{path:?} was written by a different configuration; delete it or use another \
-                 --out directory"
-            );
+        // Compare the configuration before building the problem: complete runs are skipped
+        // without building their instance.
+        if t.header.version != TRACE_VERSION
+            || t.header.experiment != plan.name
+            || t.header.settings != plan.run_settings(r)
+        {
+            return Err(mismatch());
         }
         if t.end.is_some() {
             return Ok(RunStatus::Skipped);
+        }
+        Some(t)
+    } else {
+        None
+    };
+    let problem = instances.get(r)?;
+    let d = problem.dim();
+    let head = header(plan, r, problem);
+    let mut steps: Vec<Step> = Vec::new();
+    if let Some(t) = existing {
+        if t.header != head {
+            return Err(mismatch());
         }
         steps = t.steps;
     }
