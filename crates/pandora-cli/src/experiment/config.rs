@@ -321,23 +321,12 @@ pub fn option_strings(p: &ProblemConfig) -> BTreeMap<String, String> {
 
 /// Builds the problem instance of `p` for run seed `seed`.
 pub fn build_problem(p: &ProblemConfig, seed: u64) -> Result<Box<dyn Problem>> {
-    let options = option_strings(p);
-    if !options.is_empty() {
-        // TODO(after the problems branch merges): pass `options` in the ProblemSpec.
-        bail!(
-            "problem '{}': options ({}) are not yet supported by the problem registry",
-            p.objective,
-            options.keys().cloned().collect::<Vec<_>>().join(", ")
-        );
-    }
-    // `..Default::default()` keeps this compiling when the registry gains fields.
-    #[allow(clippy::needless_update)]
     let spec = ProblemSpec {
         objective: p.objective.clone(),
         dim: p.dim,
         cost: p.cost.clone(),
         seed: problem_seed(seed),
-        ..Default::default()
+        options: option_strings(p),
     };
     pandora_problems::build(&spec).map_err(|e| anyhow!("problem '{}': {e}", p.objective))
 }
@@ -737,7 +726,7 @@ lambda = 1e-4
         assert!(format!("{e:#}").contains("set a budget"), "{e:#}");
         let bad = BASE.replace("dim = 3", "dim = 3\noptions = { kernel = \"rbf\" }");
         let e = parse(&bad).unwrap().resolve(false).unwrap_err();
-        assert!(format!("{e:#}").contains("not yet supported"), "{e:#}");
+        assert!(format!("{e:#}").contains("kernel"), "{e:#}");
     }
 
     #[test]
