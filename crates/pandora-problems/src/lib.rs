@@ -5,6 +5,7 @@
 //! More problems (Bayesian-regret GP samples, Pest Control, robot pushing, data-backed surrogates)
 //! come with the benchmark issue.
 
+pub mod cvs;
 pub mod problem;
 
 pub use problem::{Problem, ProblemError, ProblemSpec, build};
