@@ -467,4 +467,48 @@ mod tests {
         assert!(s.value(&[0.1, 0.2, 0.3]).is_finite());
         assert!(bocvs_problem(3, control_sets_3d(), &[1.0], 0.02, 64, 1).is_err());
     }
+
+    /// Measurement, not a check: time per decision on the plant problem at paper size (bank 1024)
+    /// and the optimum the default optimizer finds. Run with `--ignored --nocapture`.
+    #[test]
+    #[ignore]
+    fn plant_paper_size_measurement() {
+        use pandora_core::cvs::{RunConfig, SetOptimizer, build_policy, run};
+        let f = PlantGrowth::builtin().unwrap();
+        let p = bocvs_problem(
+            5,
+            plant_control_sets(),
+            &CostLevel::Cheap.costs(),
+            0.02,
+            1024,
+            0,
+        )
+        .unwrap();
+        let t = std::time::Instant::now();
+        let (best, per) = p.optimum(&f, &SetOptimizer::default(), 1).unwrap();
+        eprintln!(
+            "optimum {:.5} (set {}) in {:.1}s; per set {:?}",
+            best.value,
+            best.set,
+            t.elapsed().as_secs_f64(),
+            per.iter()
+                .map(|o| (o.value * 1e4).round() / 1e4)
+                .collect::<Vec<_>>()
+        );
+        let mut cfg = RunConfig::new(5, 0.2, 0.3).unwrap();
+        cfg.optimum = Some(best.value);
+        let names = std::env::var("CVS_POLICIES")
+            .unwrap_or_else(|_| "ucb-cvs,etc-ada,ucb-psq,gittins".into());
+        for name in names.split(',') {
+            let mut pol = build_policy(name, 100.0, 0.01).unwrap();
+            let t = std::time::Instant::now();
+            let tr = run(&p, &f, pol.as_mut(), &cfg, 0).unwrap();
+            eprintln!(
+                "{name}: {} decisions, {:.3}s per decision, final regret {:.4}",
+                tr.steps.len(),
+                t.elapsed().as_secs_f64() / tr.steps.len() as f64,
+                tr.final_regret()
+            );
+        }
+    }
 }

@@ -253,8 +253,8 @@ fn log_sum_exp(a: impl Iterator<Item = f64> + Clone) -> f64 {
 /// `N(μ_s, σ_s²)`: the unique `g` with `(1/N) Σ_s E[(Y_s − g)^+] = λc`, i.e.
 /// `(1/N) Σ_s σ_s h((μ_s − g)/σ_s) = λc` (the PBGI equation with the expected improvement
 /// averaged over the random variables). Solved by safeguarded Newton steps on the logarithm of the
-/// averaged improvement inside the bracket `[min_s g_s, max_s g_s]` of the single-box PBGI
-/// indices; for `N = 1` it is the PBGI. Derivatives by implicit differentiation.
+/// averaged improvement inside a guaranteed bracket (`[mean μ − λc, max_s μ_s + σ_s z]` with
+/// `σ_max h(−z) = λc`); for `N = 1` it is the PBGI. Derivatives by implicit differentiation.
 pub fn mixture_index(mu: &[f64], sigma: &[f64], log_lambda_c: f64) -> Result<MixtureIndex> {
     let n = mu.len();
     if n == 0 || sigma.len() != n {
@@ -269,15 +269,22 @@ pub fn mixture_index(mu: &[f64], sigma: &[f64], log_lambda_c: f64) -> Result<Mix
     if !log_lambda_c.is_finite() {
         return Err(Error::invalid("log(lambda*cost)", "must be finite"));
     }
-    let singles: Vec<f64> = mu
+    // Bracket. Lower end: EI_s(g) ≥ μ_s − g, so the mean EI at `mean μ − λc` is ≥ λc. Upper end:
+    // with `z` solving `σ_max h(−z) = λc` (one single-box index), every component satisfies
+    // `EI_s(g) = σ_s h(−(g − μ_s)/σ_s) ≤ σ_max h(−z) = λc` once `g ≥ μ_s + σ_s z`.
+    let lambda_c = log_lambda_c.exp();
+    let smax = sigma.iter().cloned().fold(0.0, f64::max);
+    let z = pbgi_index(0.0, smax, log_lambda_c).g / smax;
+    let mut hi = mu
         .iter()
         .zip(sigma)
-        .map(|(&m, &s)| pbgi_index(m, s, log_lambda_c).g)
-        .collect();
-    let mut lo = singles.iter().cloned().fold(f64::INFINITY, f64::min);
-    let mut hi = singles.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+        .map(|(&m, &s)| m + s * z)
+        .fold(f64::NEG_INFINITY, f64::max);
+    let mut lo = (mu.iter().sum::<f64>() / n as f64 - lambda_c).min(hi);
     if !(lo.is_finite() && hi.is_finite()) {
-        return Err(Error::Numerical("non-finite single-box index".into()));
+        return Err(Error::Numerical(
+            "non-finite bracket of the mixture index".into(),
+        ));
     }
     let log_n = (n as f64).ln();
     // F(g) = log mean_s EI_s(g) − log λc (decreasing) and d log EI / dg = −ΣΦ/ΣEI.
@@ -294,7 +301,10 @@ pub fn mixture_index(mu: &[f64], sigma: &[f64], log_lambda_c: f64) -> Result<Mix
         );
         (lei - log_n - log_lambda_c, -(lphi - lei).exp())
     };
-    let mut g = 0.5 * (lo + hi);
+    // Start at the upper end: when F is concave (it is for N = 1, since h is log-concave, and
+    // typically for mixtures) Newton steps from the right approach the root monotonically and
+    // never leave the bracket; otherwise a step outside the bracket falls back to bisection.
+    let mut g = hi;
     if hi - lo > 0.0 {
         for _ in 0..200 {
             let (fv, dv) = f(g);
