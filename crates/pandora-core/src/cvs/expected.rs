@@ -301,10 +301,19 @@ pub fn mixture_index(mu: &[f64], sigma: &[f64], log_lambda_c: f64) -> Result<Mix
         );
         (lei - log_n - log_lambda_c, -(lphi - lei).exp())
     };
-    // Start at the upper end: when F is concave (it is for N = 1, since h is log-concave, and
-    // typically for mixtures) Newton steps from the right approach the root monotonically and
-    // never leave the bracket; otherwise a step outside the bracket falls back to bisection.
-    let mut g = hi;
+    // Newton steps; a step that leaves the bracket (tightened by the sign of F at every iterate)
+    // falls back to bisection.
+    // Start from the index of the moment-matched Gaussian (usually within a few percent of the
+    // root); the first evaluation of F then places it inside the bracket.
+    let mean_mu = mu.iter().sum::<f64>() / n as f64;
+    let second = mu
+        .iter()
+        .zip(sigma)
+        .map(|(&m, &s)| s * s + (m - mean_mu) * (m - mean_mu))
+        .sum::<f64>()
+        / n as f64;
+    let g0 = pbgi_index(mean_mu, second.sqrt().max(f64::MIN_POSITIVE), log_lambda_c).g;
+    let mut g = if g0.is_finite() { g0.clamp(lo, hi) } else { hi };
     if hi - lo > 0.0 {
         for _ in 0..200 {
             let (fv, dv) = f(g);
