@@ -12,7 +12,7 @@
 //! - [`expected`]: expected UCB / path / EI / Gittins-index objectives with analytic gradients.
 //! - [`policy`]: UCB-CVS with ε-schedules, ETC-50/100/Ada, UCB-/TS-/EI-PSQ, their naive
 //!   per-unit-cost variants, a Gittins-index policy and random choice.
-//! - [`run`]: an in-memory run loop returning a [`run::Trace`].
+//! - [`mod@run`]: an in-memory run loop ([`fn@run`]) returning a [`Trace`].
 //!
 //! See `docs/cvs.md` for the setting, the defaults and the differences from the reference code.
 
