@@ -12,6 +12,7 @@
 //! - [`policy`]: one BO step: initial design, fit, acquisition, maximization, proposal.
 
 pub mod acquisition;
+pub mod cvs;
 pub mod error;
 pub mod gittins;
 pub mod gp;
