@@ -201,8 +201,8 @@ class Study:
 
     @classmethod
     def load(cls, name: str, storage: str) -> "Study":
-        """Opens the existing study ``name`` in ``storage`` with its stored configuration
-        (``LookupError``-free: a missing study raises ``ValueError`` naming it)."""
+        """Opens the existing study ``name`` in ``storage`` with its stored configuration (a
+        missing study raises ``ValueError`` naming it)."""
         return cls(NativeStudy.load(name, _normalize_url(storage)))
 
     # ------------------------------------------------------------------ properties
