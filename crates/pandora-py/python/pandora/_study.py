@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shlex
 import socket
 import time
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
@@ -173,7 +174,7 @@ class Study:
             # each trial with this explanation (status/best/ask/tell/export work normally).
             msg = (f"pandora: study '{name}' is evaluated from Python (pandora.Study); "
                    "use pandora ask/tell or give Study.create(command=[...])")
-            command = ["sh", "-c", f"echo {json.dumps(msg)} >&2; exit 2"]
+            command = ["sh", "-c", f"echo {shlex.quote(msg)} >&2; exit 2"]
         config: Dict[str, Any] = {
             "study": {"name": name, "storage": url, "direction": direction},
             "objective": {"command": list(command)},
