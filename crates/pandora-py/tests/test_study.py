@@ -185,3 +185,12 @@ def test_python_and_cli_share_the_database(tmp_path, pandora_bin):
     assert len(again.trials) == 8
     exported = cli(pandora_bin, "export", cfg, "--format", "json")
     assert len(json.loads(exported)) == 8
+
+
+def test_pandora_run_explains_a_python_driven_study(tmp_path, pandora_bin):
+    s = pandora.Study.create("it's", f"sqlite:{tmp_path}/r.db", space={"a": (0.0, 1.0)},
+                             max_trials=1)
+    cfg = s.write_config(tmp_path / "r.toml")
+    subprocess.run([pandora_bin, "run", cfg, "--quiet"], capture_output=True, timeout=120)
+    (t,) = pandora.Study.load("it's", f"sqlite:{tmp_path}/r.db").trials
+    assert t["state"] == "failed" and "evaluated from Python" in t["error"]
