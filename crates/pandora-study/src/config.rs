@@ -403,6 +403,9 @@ pub struct StudyStopping {
     pub lambda: StoppingLambda,
     /// Prior sample paths used to estimate `U` for `lambda = "auto"` (default 64).
     pub u_samples: usize,
+    /// With `lambda = "auto"` and acquisition `pbgi_d`: PBGI-D starts from the automatic λ
+    /// instead of `lambda0` (default false).
+    pub start_pbgi_d: bool,
 }
 
 /// Default number of prior paths in the `U` estimate of `lambda = "auto"`.
@@ -423,7 +426,7 @@ fn check_known_keys(
                 None => {
                     let mut names: Vec<&str> = k.keys().map(String::as_str).collect();
                     if path == "policy.stopping" {
-                        names.push("u_samples");
+                        names.extend(["u_samples", "start_pbgi_d"]);
                     }
                     return Err(format!(
                         "{path}: unknown key '{key}' (known: {})",
@@ -440,11 +443,12 @@ fn check_known_keys(
 impl TryFrom<serde_json::Value> for StudyStopping {
     type Error = String;
     fn try_from(v: serde_json::Value) -> std::result::Result<Self, String> {
-        let (rule, lambda, u_samples) = match v {
+        let (rule, lambda, u_samples, start_pbgi_d) = match v {
             serde_json::Value::String(name) => (
                 StoppingConfig::from_name(&name).map_err(|e| e.to_string())?,
                 StoppingLambda::Study,
                 DEFAULT_U_SAMPLES,
+                false,
             ),
             serde_json::Value::Object(mut m) => {
                 if !m.get("rule").is_some_and(|r| r.is_string()) {
@@ -476,12 +480,21 @@ impl TryFrom<serde_json::Value> for StudyStopping {
                         }
                     },
                 };
+                let start_pbgi_d = match m.remove("start_pbgi_d") {
+                    None => false,
+                    Some(serde_json::Value::Bool(b)) => b,
+                    Some(o) => {
+                        return Err(format!(
+                            "policy.stopping.start_pbgi_d: must be true or false, got {o}"
+                        ));
+                    }
+                };
                 let given = serde_json::Value::Object(m);
                 let rule: StoppingConfig = serde_json::from_value(given.clone())
                     .map_err(|e| format!("policy.stopping: {e}"))?;
                 let known = serde_json::to_value(&rule).map_err(|e| e.to_string())?;
                 check_known_keys(&given, &known, "policy.stopping")?;
-                (rule, lambda, u_samples)
+                (rule, lambda, u_samples, start_pbgi_d)
             }
             other => {
                 return Err(format!(
@@ -499,6 +512,7 @@ impl TryFrom<serde_json::Value> for StudyStopping {
             rule,
             lambda,
             u_samples,
+            start_pbgi_d,
         })
     }
 }
@@ -512,6 +526,9 @@ impl From<StudyStopping> for serde_json::Value {
             }
             if s.u_samples != DEFAULT_U_SAMPLES {
                 m.insert("u_samples".into(), s.u_samples.into());
+            }
+            if s.start_pbgi_d {
+                m.insert("start_pbgi_d".into(), true.into());
             }
         }
         v
@@ -535,6 +552,15 @@ impl StudyStopping {
                 return Err(Error::invalid(
                     "policy.stopping.lambda",
                     "\"auto\" chooses lambda from the budget: it needs [budget] total",
+                ));
+            }
+            _ if self.start_pbgi_d
+                && (self.lambda != StoppingLambda::Auto
+                    || config.policy.acquisition != "pbgi_d") =>
+            {
+                return Err(Error::invalid(
+                    "policy.stopping.start_pbgi_d",
+                    "needs lambda = \"auto\" and acquisition = \"pbgi_d\"",
                 ));
             }
             StoppingLambda::Study if config.policy.lambda.is_none() => {

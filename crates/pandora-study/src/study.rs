@@ -240,8 +240,8 @@ impl Study {
                 finished = Some(Finished::MaxTrials(m));
                 return Err(Error::invalid("study", "finished"));
             }
-            let lambda = replay_lambda(&config, trials);
-            let ctx = StepContext {
+            let lambda = replay_lambda(&config, trials, pbgi_d_start(&config, state));
+            let mut ctx = StepContext {
                 cumulative_cost: spent,
                 remaining_budget: config.budget.total.map(|b| b - spent),
                 total_budget: config.budget.total,
@@ -282,6 +282,20 @@ impl Study {
             } else {
                 propose(d, history, &step, &ctx, cost, seed, warm.as_ref())?
             };
+            // PBGI-D started from the automatic λ: at the first model step, fit, choose λ, and
+            // propose again from it.
+            let mut auto_record: Option<serde_json::Value> = None;
+            if let Some(sc) = &config.policy.stopping
+                && sc.start_pbgi_d
+                && prop.phase == Phase::Model
+                && pbgi_d_start(&config, state).is_none()
+                && let Some(models) = models_from_proposal(d, &history, &step, &prop)?
+            {
+                let (lam, rec) = auto_lambda(&models.model, sc, &config, spent, trials.len())?;
+                auto_record = Some(rec);
+                ctx.lambda = Some(lam);
+                prop = propose(d, history, &step, &ctx, cost, seed, warm.as_ref())?;
+            }
             prop.x = space.snap(&prop.x);
             if let (Some(total), Some(next)) = (config.budget.total, known_cost(&config, &prop.x)) {
                 let counts = config.budget.count_initial || prop.phase != Phase::InitialDesign;
@@ -317,7 +331,7 @@ impl Study {
             };
             // The stopping rule, on the posterior of all complete data (after-posterior-update
             // semantics): if it fires, the proposal is discarded.
-            let mut stopping_state = state.get("stopping").cloned();
+            let mut stopping_state = auto_record.or_else(|| state.get("stopping").cloned());
             let mut stopping_data = serde_json::Value::Null;
             if let (Some(sc), Phase::Model) = (&config.policy.stopping, prop.phase)
                 && let Some(models) = models_from_proposal(d, &history, &step, &prop)?
@@ -328,29 +342,9 @@ impl Study {
                         Some(l) => l,
                         None => {
                             // λ = U/(B − C), once, from the first model fit.
-                            let total = config.budget.total.ok_or_else(|| {
-                                Error::invalid("policy.stopping.lambda", "\"auto\" needs a budget")
-                            })?;
-                            let est = estimate_u(
-                                &models.model,
-                                UReference::Prior,
-                                None,
-                                &UEstimatorOptions {
-                                    samples: sc.u_samples,
-                                    seed: config.policy.seed,
-                                    ..UEstimatorOptions::default()
-                                },
-                            )?;
-                            let lam = lambda_from_budget(est.u, total, spent)?;
-                            stopping_state = Some(json!({
-                                "lambda": lam,
-                                "u": est.u,
-                                "u_std_error": finite_or_null(est.std_error),
-                                "u_samples": est.samples,
-                                "budget": total,
-                                "spent": spent,
-                                "at_trial": trials.len(),
-                            }));
+                            let (lam, rec) =
+                                auto_lambda(&models.model, sc, &config, spent, trials.len())?;
+                            stopping_state = Some(rec);
                             lam
                         }
                     },
@@ -525,7 +519,7 @@ impl Study {
             total_cost,
             budget_spent,
             best,
-            lambda: replay_lambda(&self.config, &trials),
+            lambda: replay_lambda(&self.config, &trials, pbgi_d_start(&self.config, &state)),
             stopping,
             stop_reason: stopped.map(|f| match f {
                 Finished::Stopped { reason, .. } => reason,
@@ -577,11 +571,11 @@ fn known_cost(config: &StudyConfig, x: &[f64]) -> Option<f64> {
 }
 
 /// PBGI-D's λ replayed from the trials (see the module docs); the fixed λ for `pbgi`.
-fn replay_lambda(config: &StudyConfig, trials: &[Trial]) -> Option<f64> {
+fn replay_lambda(config: &StudyConfig, trials: &[Trial], start: Option<f64>) -> Option<f64> {
     match config.policy.acquisition.as_str() {
         "pbgi" => config.policy.lambda,
         "pbgi_d" => {
-            let mut lambda = config.policy.lambda0;
+            let mut lambda = start.unwrap_or(config.policy.lambda0);
             let mut best = f64::NEG_INFINITY;
             let dir = config.study.direction;
             for t in trials {
@@ -675,4 +669,52 @@ fn replay_rule(rule: &mut dyn StoppingRule, trials: &[Trial], lambda: f64) -> Re
         rule.check(&run)?;
     }
     Ok(())
+}
+
+/// PBGI-D's starting λ when it starts from the automatic stopping λ (`start_pbgi_d = true`) and
+/// that λ has been chosen.
+fn pbgi_d_start(config: &StudyConfig, state: &serde_json::Value) -> Option<f64> {
+    let sc = config.policy.stopping.as_ref()?;
+    if !sc.start_pbgi_d {
+        return None;
+    }
+    state.get("stopping")?.get("lambda")?.as_f64()
+}
+
+/// `λ = U/(B − C)` from the fitted model (prior paths, `u_samples` of them, the study's seed), with
+/// the record kept in the study state.
+fn auto_lambda(
+    model: &pandora_core::gp::GpModel,
+    sc: &crate::config::StudyStopping,
+    config: &StudyConfig,
+    spent: f64,
+    at_trial: usize,
+) -> Result<(f64, serde_json::Value)> {
+    let total = config
+        .budget
+        .total
+        .ok_or_else(|| Error::invalid("policy.stopping.lambda", "\"auto\" needs a budget"))?;
+    let est = estimate_u(
+        model,
+        UReference::Prior,
+        None,
+        &UEstimatorOptions {
+            samples: sc.u_samples,
+            seed: config.policy.seed,
+            ..UEstimatorOptions::default()
+        },
+    )?;
+    let lam = lambda_from_budget(est.u, total, spent)?;
+    Ok((
+        lam,
+        json!({
+            "lambda": lam,
+            "u": est.u,
+            "u_std_error": finite_or_null(est.std_error),
+            "u_samples": est.samples,
+            "budget": total,
+            "spent": spent,
+            "at_trial": at_trial,
+        }),
+    ))
 }

@@ -277,6 +277,31 @@ fn auto_lambda_is_chosen_once_from_the_budget() {
 }
 
 #[test]
+fn pbgi_d_can_start_from_the_automatic_lambda() {
+    let dir = tempfile::tempdir().unwrap();
+    let toml = config(
+        "pbgid",
+        "stopping = { rule = \"pbgi\", lambda = \"auto\", u_samples = 16, start_pbgi_d = true }",
+        "total = 1000.0\nmax_trials = 6",
+    )
+    .replace("acquisition = \"log_eipc\"", "acquisition = \"pbgi_d\"");
+    let mut s = open(&dir, &toml);
+    run(&mut s, 100);
+    let trials = s.trials().unwrap();
+    let first = &trials[4];
+    assert_eq!(first.decision["phase"], "model");
+    let auto = first.decision["stopping"]["lambda"].as_f64().unwrap();
+    // PBGI-D proposed the first model trial at λ0 = the automatic λ (not lambda0 = 0.1).
+    assert_eq!(first.decision["lambda"].as_f64(), Some(auto));
+    assert_ne!(auto, 0.1);
+    let sum = s.summary().unwrap();
+    let l = sum.lambda.unwrap();
+    // The current λ is the automatic one divided by 2 a whole number of times.
+    let k = (auto / l).log2();
+    assert!((k - k.round()).abs() < 1e-9 && k >= -1e-9, "{auto} {l}");
+}
+
+#[test]
 fn configuration_errors_are_clear() {
     let err = |policy: &str, budget: &str| {
         StudyConfig::from_toml(&config("e", policy, budget))
@@ -311,6 +336,11 @@ fn configuration_errors_are_clear() {
     // No λ anywhere (the default pbgi_d acquisition has no fixed λ).
     let e = err("stopping = \"pbgi\"", "");
     assert!(e.contains("cost scale"), "{e}");
+    let e = err(
+        "stopping = { rule = \"pbgi\", lambda = 1e-3, start_pbgi_d = true }",
+        "total = 10.0",
+    );
+    assert!(e.contains("start_pbgi_d"), "{e}");
     let e = err("stopping = \"ucb-lcb\"", "");
     assert!(e.contains("only the pbgi"), "{e}");
     // Valid forms, and a round trip through the stored JSON.
