@@ -410,6 +410,10 @@ impl Study {
             if let Some(p) = &prop.params {
                 new_state["params"] = params_to_json(p);
             }
+            // A stop of an earlier stopping config no longer applies once the study continues.
+            if let Some(m) = new_state.as_object_mut() {
+                m.remove("stopped");
+            }
             if let Some(s) = stopping_state {
                 new_state["stopping"] = s;
             }

@@ -214,6 +214,17 @@ fn a_large_lambda_stops_exactly_where_the_statistic_first_falls_below_log_lambda
     );
     assert!(matches!(d.ask("w3").unwrap(), Ask::Trial(_)));
     assert_eq!(d.summary().unwrap().stop_reason, None);
+    // Once it has continued, the old stop is forgotten: the original config checks afresh.
+    drop(d);
+    let mut e = open(
+        &dir2,
+        &config(
+            "stop",
+            &format!("stopping = {{ rule = \"pbgi\", lambda = {lambda:e}, burn_in = {BURN_IN} }}"),
+            &format!("max_trials = {TRIALS}"),
+        ),
+    );
+    assert_eq!(e.summary().unwrap().stop_reason, None);
 }
 
 #[test]
