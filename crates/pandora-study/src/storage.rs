@@ -28,6 +28,14 @@ pub trait Storage: Send {
     /// so no two workers receive the same trial and each decision sees all pending trials.
     fn ask_with(&mut self, study: &str, worker: &str, decide: &mut Decide<'_>) -> Result<Trial>;
 
+    /// Atomically reads the study's state and, if `update` returns a new one, stores it (no trial
+    /// is inserted); returns the state now stored. `update` returning `None` makes this a read.
+    fn update_state(
+        &mut self,
+        study: &str,
+        update: &mut dyn FnMut(&serde_json::Value) -> Result<Option<serde_json::Value>>,
+    ) -> Result<serde_json::Value>;
+
     /// Records the outcome of a running trial (durable before returning). A late outcome for an
     /// abandoned trial is recorded too (the evaluation was paid for); telling a complete or
     /// failed trial is an error that changes nothing.
