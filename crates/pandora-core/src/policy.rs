@@ -159,9 +159,10 @@ pub fn propose(
     let sobol = Sobol::scrambled(d, config.design_seed)?;
     let simple = |phase| -> Result<Proposal> {
         let mut x = vec![0.0; d];
-        // The initial design is one seeded Sobol sequence, point k for the k-th observation;
-        // random search continues the same sequence.
-        sobol.point(n as u64, &mut x)?;
+        // The initial design is one seeded Sobol sequence, point k for the k-th trial handed
+        // out (observed or pending), so parallel workers get distinct points; random search
+        // continues the same sequence.
+        sobol.point((n + history.pending.len() / d) as u64, &mut x)?;
         Ok(Proposal {
             x,
             phase,

@@ -230,6 +230,14 @@ impl Study {
                     _ => {}
                 }
             }
+            // Budget decisions count what running trials will cost when the cost is known, so
+            // parallel workers cannot overspend together.
+            let committed = spent
+                + trials
+                    .iter()
+                    .filter(|t| t.state == TrialState::Running && counts_toward_budget(&config, t))
+                    .filter_map(|t| known_cost(&config, &t.x))
+                    .sum::<f64>();
             if let Some(stopped) = stored_stop(&config, state) {
                 finished = Some(stopped);
                 return Err(Error::invalid("study", "finished"));
@@ -268,8 +276,9 @@ impl Study {
             // A different seed per trial, derived from the run's seed.
             let seed =
                 config.policy.seed ^ (trials.len() as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-            // The initial design continues over pending trials too.
-            let mut prop = if trials.len() < n_init {
+            // The initial design continues over pending (and failed) trials too: the k-th trial
+            // gets design point k until enough evaluations are complete to fit a model.
+            let mut prop = if trials.len() < n_init || y.len() < n_init {
                 Proposal {
                     x: design_point(d, trials.len() as u64, step.design_seed)?,
                     phase: Phase::InitialDesign,
@@ -299,7 +308,7 @@ impl Study {
             prop.x = space.snap(&prop.x);
             if let (Some(total), Some(next)) = (config.budget.total, known_cost(&config, &prop.x)) {
                 let counts = config.budget.count_initial || prop.phase != Phase::InitialDesign;
-                if counts && spent + next > total * (1.0 + 1e-12) {
+                if counts && committed + next > total * (1.0 + 1e-12) {
                     finished = Some(Finished::Budget { spent, total });
                     return Err(Error::invalid("study", "finished"));
                 }
@@ -308,13 +317,13 @@ impl Study {
             if let (Some(total), Some(pc), CostKind::Reported | CostKind::Runtime) =
                 (config.budget.total, prop.predicted_cost, config.cost.kind)
                 && config.budget.predicted_cost_must_fit
-                && spent + pc > total
+                && committed + pc > total
             {
                 finished = Some(Finished::Budget { spent, total });
                 return Err(Error::invalid("study", "finished"));
             }
             if let Some(total) = config.budget.total
-                && spent >= total
+                && committed >= total
             {
                 finished = Some(Finished::Budget { spent, total });
                 return Err(Error::invalid("study", "finished"));

@@ -772,6 +772,30 @@ fn study_config_reads_back_the_stored_configuration() {
 }
 
 #[test]
+fn update_state_reads_and_writes_the_study_state_atomically() {
+    let Some(db) = TestSchema::new("update_state") else {
+        return;
+    };
+    let mut s = db.open();
+    s.open_study("s", "{}").unwrap();
+    assert_eq!(s.update_state("s", &mut |_| Ok(None)).unwrap(), Value::Null);
+    let new = serde_json::json!({"stopped": "pbgi"});
+    let got = s
+        .update_state("s", &mut |old| {
+            assert_eq!(old, &Value::Null);
+            Ok(Some(new.clone()))
+        })
+        .unwrap();
+    assert_eq!(got, new);
+    assert_eq!(study_state(&mut s, "s"), new);
+    // A failing update changes nothing.
+    let err = s.update_state("s", &mut |_| Err(pandora_study::Error::invalid("x", "no")));
+    assert!(err.is_err());
+    assert_eq!(study_state(&mut s, "s"), new);
+    assert!(s.update_state("missing", &mut |_| Ok(None)).is_err());
+}
+
+#[test]
 fn connection_errors_are_clear_and_never_show_the_password() {
     // Runs without a server: nothing listens on port 1.
     match PostgresStorage::open_url("postgresql://bob:Sekr1t-pw@127.0.0.1:1/db?connect_timeout=5") {

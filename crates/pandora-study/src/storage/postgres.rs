@@ -520,6 +520,33 @@ impl Storage for PostgresStorage {
             .collect()
     }
 
+    fn update_state(
+        &mut self,
+        study: &str,
+        update: &mut dyn FnMut(&serde_json::Value) -> Result<Option<serde_json::Value>>,
+    ) -> Result<serde_json::Value> {
+        check_name("study name", study)?;
+        // The same row lock as `ask_with`: a state change cannot interleave with an ask.
+        let mut tx = self.client.transaction()?;
+        let Some(row) = tx.query_opt(&self.st.lock_study, &[&study])? else {
+            return Err(Error::NotFound(format!("study {study:?}")));
+        };
+        let state_text: String = row.try_get(0)?;
+        let state: serde_json::Value = serde_json::from_str(&state_text)?;
+        match update(&state)? {
+            Some(new_state) => {
+                let text = serde_json::to_string(&new_state)?;
+                tx.execute(
+                    "UPDATE studies SET state = $2 WHERE name = $1",
+                    &[&study, &text],
+                )?;
+                tx.commit()?;
+                Ok(new_state)
+            }
+            None => Ok(state),
+        }
+    }
+
     fn ask_with(&mut self, study: &str, worker: &str, decide: &mut Decide<'_>) -> Result<Trial> {
         check_name("study name", study)?;
         let worker_text = pg_text(worker);
