@@ -3,6 +3,7 @@
 mod bench;
 mod boxes;
 mod eval;
+mod experiment;
 mod input;
 mod study_cmd;
 
@@ -103,6 +104,10 @@ enum Command {
         #[arg(long, default_value_t = 7)]
         reps: usize,
     },
+    /// Run a grid of problems × policies × seeds with resumable traces and regret summaries
+    /// (`pandora experiment CONFIG.toml`, `pandora experiment summarize DIR`). See
+    /// docs/experiments.md.
+    Experiment(experiment::Args),
 }
 
 fn main() {
@@ -131,6 +136,7 @@ fn main() {
             quick,
             reps,
         } => bench::main(filter.as_deref(), quick, reps),
+        Command::Experiment(args) => experiment::main(args),
     };
     if let Err(e) = result {
         eprintln!("error: {e:#}");

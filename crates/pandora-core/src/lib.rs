@@ -12,6 +12,7 @@
 //! - [`policy`]: one BO step: initial design, fit, acquisition, maximization, proposal.
 
 pub mod acquisition;
+pub mod cvs;
 pub mod error;
 pub mod gittins;
 pub mod gp;
@@ -19,5 +20,6 @@ pub mod linalg;
 pub mod math;
 pub mod optim;
 pub mod policy;
+pub mod stopping;
 
 pub use error::{Error, Result};

@@ -5,11 +5,13 @@
 //! Dropwave, Alpine1 and Shekel5, Hartmann-3/6 and Branin ([`synthetic`]); the papers' cost
 //! functions ([`costs`]); Bayesian-regret GP prior samples ([`gp_sample`]); the PBGI paper's 1-D
 //! counterexamples ([`counterexamples`]); Pest Control ([`pest`]); the online-LDA surrogate
-//! ([`lda`]); robot pushing on the rapier2d physics engine ([`robot`]). Everything is built by name with [`build`]; `docs/problems.md` documents every
+//! ([`lda`]); the cost-varying-subsets surrogates ([`cvs`]); robot pushing on the rapier2d
+//! physics engine ([`robot`]). Everything is built by name with [`build`]; `docs/problems.md` documents every
 //! problem, cost, option and deviation from the reference code.
 
 pub mod costs;
 pub mod counterexamples;
+pub mod cvs;
 pub mod gp_sample;
 pub mod lda;
 pub mod pest;

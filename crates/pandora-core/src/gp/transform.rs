@@ -203,6 +203,18 @@ impl GpModel {
         (self.y_mean, self.y_std)
     }
 
+    /// Raw points `xs` (row-major `m × d`) mapped to the model's internal input coordinates (the
+    /// coordinates of [`GpModel::inner`]).
+    pub fn to_internal(&self, xs: &[f64]) -> Result<Vec<f64>> {
+        if !xs.len().is_multiple_of(self.lower.len()) {
+            return Err(Error::invalid(
+                "points",
+                "length is not a multiple of the dimension",
+            ));
+        }
+        Ok(Self::apply_inputs(xs, &self.lower, &self.range))
+    }
+
     /// Latent posterior in raw units at raw points `xs` (row-major `m × d`).
     pub fn posterior(&self, xs: &[f64], grad: bool) -> Result<PosteriorBatch> {
         let d = self.lower.len();

@@ -1,0 +1,741 @@
+//! The experiment configuration (TOML) and its resolution into a list of runs.
+//!
+//! A file has an `[experiment]` table, one or more `[[problem]]` and `[[policy]]` tables and an
+//! optional `[smoke]` table whose values replace the experiment's sizes under `--smoke`. See
+//! docs/experiments.md for every key.
+
+use anyhow::{Context, Result, anyhow, bail};
+use pandora_core::acquisition::{AcquisitionName, AcquisitionParams, PbgiDecay};
+use pandora_core::gp::KernelKind;
+use pandora_core::gp::fit::{FitOptions, NoiseSpec, Priors};
+use pandora_core::optim::multistart::MultiStartOptions;
+use pandora_core::policy::StepConfig;
+use pandora_problems::{Problem, ProblemSpec};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashSet};
+
+/// Seeds: a count `n` (seeds `0..n`) or an explicit list.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Seeds {
+    /// Seeds `0, 1, …, n − 1`.
+    Count(u64),
+    /// These seeds.
+    List(Vec<u64>),
+}
+
+impl Seeds {
+    /// The seeds in order.
+    pub fn to_vec(&self) -> Vec<u64> {
+        match self {
+            Seeds::Count(n) => (0..*n).collect(),
+            Seeds::List(v) => v.clone(),
+        }
+    }
+}
+
+/// How a run's regret curve is read at costs between its evaluations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Interpolation {
+    /// Linear between consecutive (cumulative cost, regret) points, as the papers' plots do.
+    #[default]
+    Linear,
+    /// The regret of the last evaluation paid for by that cost (a right-continuous step).
+    Step,
+}
+
+/// The `[experiment]` table.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExperimentSection {
+    /// Name (the default output directory is `results/NAME`).
+    pub name: String,
+    /// Seeds of every (problem, policy) pair.
+    pub seeds: Seeds,
+    /// Budget in cost units for the BO phase (the initial design's cost is not counted).
+    pub budget: Option<f64>,
+    /// Budget as a multiple of the problem dimension (`budget = budget_per_dim · d`).
+    pub budget_per_dim: Option<f64>,
+    /// Maximum number of BO-phase evaluations (after the initial design).
+    pub max_evaluations: Option<usize>,
+    /// Maximum BO-phase evaluations as a multiple of the dimension.
+    pub max_evaluations_per_dim: Option<usize>,
+    /// Initial-design size (default `2(d + 1)`).
+    pub initial_design: Option<usize>,
+    /// Raw samples of the acquisition maximization (default `200·d`).
+    pub raw_samples: Option<usize>,
+    /// L-BFGS-B restarts of the acquisition maximization (default `10·d`).
+    pub num_restarts: Option<usize>,
+    /// Points of the summary's cost grid `0..horizon` (default `floor(horizon) + 1`).
+    pub grid_points: Option<usize>,
+    /// How regret curves are interpolated onto the grid.
+    #[serde(default)]
+    pub interpolation: Interpolation,
+}
+
+/// GP-model settings of a problem (`[problem.model]`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelConfig {
+    /// Kernel: `matern12`, `matern32`, `matern52` (default) or `rbf`.
+    pub kernel: Option<String>,
+    /// A fixed isotropic lengthscale: the kernel is frozen (the Bayesian-regret setting) instead
+    /// of fitted by MAP with ARD lengthscales.
+    pub lengthscale: Option<f64>,
+    /// The fixed outputscale of a frozen kernel (default 1).
+    pub outputscale: Option<f64>,
+    /// Fixed observation-noise variance (default 1e-4).
+    pub noise: Option<f64>,
+    /// Standardize objective values before fitting (default true; false for Bayesian regret).
+    pub standardize: Option<bool>,
+}
+
+/// One `[[problem]]` table.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProblemConfig {
+    /// Label in traces and summaries (default `OBJECTIVE-dD-COST`).
+    pub label: Option<String>,
+    /// Objective name (see `pandora_problems::build`).
+    pub objective: String,
+    /// Dimension.
+    pub dim: usize,
+    /// Cost name (default `uniform`).
+    #[serde(default = "uniform")]
+    pub cost: String,
+    /// How policies see the cost: `uniform`, `known` or `unknown` (default: `uniform` for
+    /// uniform-cost problems, `known` otherwise).
+    pub cost_setting: Option<String>,
+    /// Overrides the experiment's budget.
+    pub budget: Option<f64>,
+    /// Overrides the experiment's budget per dimension.
+    pub budget_per_dim: Option<f64>,
+    /// Overrides the experiment's maximum BO-phase evaluations.
+    pub max_evaluations: Option<usize>,
+    /// Overrides the experiment's maximum BO-phase evaluations per dimension.
+    pub max_evaluations_per_dim: Option<usize>,
+    /// Overrides the initial-design size.
+    pub initial_design: Option<usize>,
+    /// Explicit initial points on the unit cube (replace the Sobol design).
+    pub initial_points: Option<Vec<Vec<f64>>>,
+    /// Factor applied to regret (e.g. 100 for Levy to report the unscaled function's regret).
+    pub regret_scale: Option<f64>,
+    /// Problem-specific options passed to the problem registry (e.g. `kernel`, `lengthscale` of
+    /// `gp_sample`), written as a TOML table.
+    #[serde(default)]
+    pub options: BTreeMap<String, toml::Value>,
+    /// The BO model.
+    #[serde(default)]
+    pub model: ModelConfig,
+}
+
+fn uniform() -> String {
+    "uniform".into()
+}
+
+/// One `[[policy]]` table.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyConfig {
+    /// Label in traces and summaries (default: the acquisition with its parameters).
+    pub name: Option<String>,
+    /// Acquisition name (`random`, `ei`, `log_ei`, `ucb`, `ts`, `log_eipc`, `log_eicc`, `pbgi`,
+    /// `pbgi_d`, …).
+    pub acquisition: String,
+    /// λ of `pbgi`.
+    pub lambda: Option<f64>,
+    /// Initial λ of `pbgi_d` (default 0.1).
+    pub lambda0: Option<f64>,
+    /// Decay divisor β of `pbgi_d` (default 2).
+    pub beta: Option<f64>,
+    /// A fixed UCB β (default: the papers' schedule in the cumulative cost).
+    pub ucb_beta: Option<f64>,
+    /// Cost exponent α of EIPC-type acquisitions (default 1).
+    pub alpha: Option<f64>,
+}
+
+/// The `[smoke]` table: replaces sizes under `--smoke`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SmokeSection {
+    /// Seeds.
+    pub seeds: Option<Seeds>,
+    /// Budget (replaces every budget and budget per dimension).
+    pub budget: Option<f64>,
+    /// Budget per dimension (replaces every budget and budget per dimension).
+    pub budget_per_dim: Option<f64>,
+    /// Maximum BO-phase evaluations (replaces every maximum).
+    pub max_evaluations: Option<usize>,
+    /// Keep only these problems (labels as in the full-size configuration).
+    pub problems: Option<Vec<String>>,
+    /// Dimension of every problem kept (labels then use it).
+    pub dim: Option<usize>,
+    /// Initial-design size.
+    pub initial_design: Option<usize>,
+    /// Raw samples of the acquisition maximization.
+    pub raw_samples: Option<usize>,
+    /// Restarts of the acquisition maximization.
+    pub num_restarts: Option<usize>,
+    /// Grid points of the summary.
+    pub grid_points: Option<usize>,
+}
+
+/// A whole configuration file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExperimentFile {
+    /// `[experiment]`.
+    pub experiment: ExperimentSection,
+    /// `[[problem]]`.
+    pub problem: Vec<ProblemConfig>,
+    /// `[[policy]]`.
+    pub policy: Vec<PolicyConfig>,
+    /// `[smoke]`.
+    pub smoke: Option<SmokeSection>,
+}
+
+/// How the policy sees evaluation costs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CostSettingName {
+    /// Every evaluation costs the same.
+    Uniform,
+    /// The problem's cost function and gradient.
+    Known,
+    /// Learned from observed costs by a GP on log cost.
+    Unknown,
+}
+
+/// A problem with every default filled in.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ResolvedProblem {
+    /// Label.
+    pub label: String,
+    /// The configuration as written (after smoke overrides).
+    pub config: ProblemConfig,
+    /// The cost setting.
+    pub cost_setting: CostSettingName,
+    /// BO-phase budget in cost units.
+    pub budget: Option<f64>,
+    /// Maximum BO-phase evaluations.
+    pub max_evaluations: Option<usize>,
+    /// Initial-design size.
+    pub initial_design: usize,
+    /// Regret factor.
+    pub regret_scale: f64,
+    /// Raw samples of the acquisition maximization.
+    pub raw_samples: Option<usize>,
+    /// Restarts of the acquisition maximization.
+    pub num_restarts: Option<usize>,
+}
+
+/// A policy with every default filled in.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ResolvedPolicy {
+    /// Label.
+    pub label: String,
+    /// The configuration as written.
+    pub config: PolicyConfig,
+}
+
+/// One run: a problem instance, a policy and a seed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RunSpec {
+    /// Index into [`Plan::problems`].
+    pub problem: usize,
+    /// Index into [`Plan::policies`].
+    pub policy: usize,
+    /// The run's seed.
+    pub seed: u64,
+}
+
+/// A resolved experiment: what to run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Plan {
+    /// Experiment name.
+    pub name: String,
+    /// Whether the smoke sizes are used.
+    pub smoke: bool,
+    /// Problems.
+    pub problems: Vec<ResolvedProblem>,
+    /// Policies.
+    pub policies: Vec<ResolvedPolicy>,
+    /// Seeds.
+    pub seeds: Vec<u64>,
+    /// Summary grid points (None: `floor(horizon) + 1`).
+    pub grid_points: Option<usize>,
+    /// Summary interpolation.
+    pub interpolation: Interpolation,
+}
+
+/// SplitMix64: the seed derivation used for every per-run seed.
+pub fn splitmix64(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// Seed of the problem instance of run seed `seed` (the seed itself: every policy sees the same
+/// instance for the same seed).
+pub fn problem_seed(seed: u64) -> u64 {
+    seed
+}
+
+/// Seed of the initial design of run seed `seed` (shared by all policies, so that runs with the
+/// same seed start from the same points).
+pub fn design_seed(seed: u64) -> u64 {
+    splitmix64(seed ^ 0x6465_7369_676e)
+}
+
+/// Seed of BO step `k` of run seed `seed`.
+pub fn step_seed(seed: u64, k: usize) -> u64 {
+    splitmix64(splitmix64(seed ^ 0x706f_6c69_6379).wrapping_add(k as u64))
+}
+
+/// Parses a configuration file's text.
+pub fn parse(text: &str) -> Result<ExperimentFile> {
+    toml::from_str(text).map_err(|e| anyhow!("invalid experiment configuration: {e}"))
+}
+
+/// Reads and parses a configuration file.
+pub fn load(path: &str) -> Result<ExperimentFile> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {path}"))?;
+    parse(&text).with_context(|| format!("in {path}"))
+}
+
+/// The problem options as the `key = value` strings the problem registry takes.
+pub fn option_strings(p: &ProblemConfig) -> BTreeMap<String, String> {
+    p.options
+        .iter()
+        .map(|(k, v)| {
+            let s = match v {
+                toml::Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            (k.clone(), s)
+        })
+        .collect()
+}
+
+/// Builds the problem instance of `p` for run seed `seed`.
+pub fn build_problem(p: &ProblemConfig, seed: u64) -> Result<Box<dyn Problem>> {
+    let spec = ProblemSpec {
+        objective: p.objective.clone(),
+        dim: p.dim,
+        cost: p.cost.clone(),
+        seed: problem_seed(seed),
+        options: option_strings(p),
+    };
+    pandora_problems::build(&spec).map_err(|e| anyhow!("problem '{}': {e}", p.objective))
+}
+
+fn default_problem_label(p: &ProblemConfig) -> String {
+    format!("{}-d{}-{}", p.objective, p.dim, p.cost)
+}
+
+fn format_number(v: f64) -> String {
+    let s = format!("{v}");
+    if s.len() > 8 { format!("{v:e}") } else { s }
+}
+
+fn default_policy_label(p: &PolicyConfig) -> String {
+    match p.acquisition.as_str() {
+        "pbgi" => format!("pbgi({})", p.lambda.map_or("?".into(), format_number)),
+        "pbgi_d" => format!(
+            "pbgi_d({},{})",
+            format_number(p.lambda0.unwrap_or(0.1)),
+            format_number(p.beta.unwrap_or(2.0))
+        ),
+        other => other.to_string(),
+    }
+}
+
+/// A label as a file-name component: characters outside `[A-Za-z0-9._-]` become `_`.
+pub fn file_component(label: &str) -> String {
+    label
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+fn check_policy(p: &PolicyConfig) -> Result<()> {
+    let name = AcquisitionName::parse(&p.acquisition)
+        .map_err(|e| anyhow!("policy '{}': {e}", default_policy_label(p)))?;
+    let label = default_policy_label(p);
+    match name {
+        AcquisitionName::Pbgi => match p.lambda {
+            Some(l) if l.is_finite() && l > 0.0 => {}
+            Some(l) => bail!("policy '{label}': lambda must be finite and > 0, got {l}"),
+            None => bail!("policy '{label}': pbgi needs `lambda`"),
+        },
+        AcquisitionName::PbgiD => {
+            PbgiDecay::new(p.lambda0.unwrap_or(0.1), p.beta.unwrap_or(2.0))
+                .map_err(|e| anyhow!("policy '{label}': {e}"))?;
+        }
+        _ => {}
+    }
+    let stray = |field: &str, set: bool, allowed: bool| -> Result<()> {
+        if set && !allowed {
+            bail!(
+                "policy '{label}': `{field}` does not apply to '{}'",
+                p.acquisition
+            );
+        }
+        Ok(())
+    };
+    stray("lambda", p.lambda.is_some(), name == AcquisitionName::Pbgi)?;
+    stray(
+        "lambda0",
+        p.lambda0.is_some(),
+        name == AcquisitionName::PbgiD,
+    )?;
+    stray("beta", p.beta.is_some(), name == AcquisitionName::PbgiD)?;
+    stray(
+        "ucb_beta",
+        p.ucb_beta.is_some(),
+        matches!(name, AcquisitionName::Ucb | AcquisitionName::Lcb),
+    )?;
+    Ok(())
+}
+
+impl ExperimentFile {
+    /// Resolves the configuration (with the `[smoke]` overrides if `smoke`) into a plan,
+    /// validating every problem and policy.
+    pub fn resolve(&self, smoke: bool) -> Result<Plan> {
+        let e = &self.experiment;
+        let empty = SmokeSection::default();
+        let s = match (smoke, &self.smoke) {
+            (true, Some(s)) => s,
+            (true, None) => bail!("--smoke needs a [smoke] section in the configuration"),
+            (false, _) => &empty,
+        };
+        if self.problem.is_empty() {
+            bail!("the configuration has no [[problem]]");
+        }
+        if self.policy.is_empty() {
+            bail!("the configuration has no [[policy]]");
+        }
+        let seeds = s.seeds.as_ref().unwrap_or(&e.seeds).to_vec();
+        if seeds.is_empty() {
+            bail!("`seeds` is empty");
+        }
+        let smoke_budget = s.budget.is_some() || s.budget_per_dim.is_some();
+        let mut problems = Vec::new();
+        let mut labels = HashSet::new();
+        let full_label =
+            |p: &ProblemConfig| p.label.clone().unwrap_or_else(|| default_problem_label(p));
+        if let Some(keep) = &s.problems {
+            for k in keep {
+                if !self.problem.iter().any(|p| &full_label(p) == k) {
+                    bail!("[smoke] problems: no problem is labelled '{k}'");
+                }
+            }
+        }
+        for p0 in &self.problem {
+            if let Some(keep) = &s.problems
+                && !keep.contains(&full_label(p0))
+            {
+                continue;
+            }
+            let mut p = p0.clone();
+            if let Some(d) = s.dim {
+                p.dim = d;
+                p.initial_points = p0
+                    .initial_points
+                    .as_ref()
+                    .filter(|pts| pts.iter().all(|x| x.len() == d))
+                    .cloned();
+            }
+            if smoke_budget {
+                p.budget = s.budget;
+                p.budget_per_dim = s.budget_per_dim;
+            }
+            if s.max_evaluations.is_some() {
+                p.max_evaluations = s.max_evaluations;
+                p.max_evaluations_per_dim = None;
+            }
+            let label = p.label.clone().unwrap_or_else(|| default_problem_label(&p));
+            if !labels.insert(file_component(&label)) {
+                bail!("two problems have the label '{label}'; set distinct `label`s");
+            }
+            let d = p.dim as f64;
+            let (budget, budget_per_dim) = if smoke_budget || p.budget.is_some() {
+                (p.budget, p.budget_per_dim)
+            } else if p.budget_per_dim.is_some() {
+                (None, p.budget_per_dim)
+            } else {
+                (e.budget, e.budget_per_dim)
+            };
+            let budget = budget.or(budget_per_dim.map(|b| b * d));
+            if let Some(b) = budget
+                && !(b.is_finite() && b > 0.0)
+            {
+                bail!("problem '{label}': the budget must be finite and > 0, got {b}");
+            }
+            let max_evaluations = p
+                .max_evaluations
+                .or(p.max_evaluations_per_dim.map(|m| m * p.dim))
+                .or(if s.max_evaluations.is_some() {
+                    None
+                } else {
+                    e.max_evaluations
+                        .or(e.max_evaluations_per_dim.map(|m| m * p.dim))
+                });
+            if budget.is_none() && max_evaluations.is_none() {
+                bail!(
+                    "problem '{label}': set a budget (`budget`, `budget_per_dim`) or \
+                     `max_evaluations`"
+                );
+            }
+            let initial_design = match &p.initial_points {
+                Some(pts) => {
+                    if pts.is_empty() {
+                        bail!("problem '{label}': `initial_points` is empty");
+                    }
+                    for x in pts {
+                        if x.len() != p.dim || x.iter().any(|v| !(0.0..=1.0).contains(v)) {
+                            bail!(
+                                "problem '{label}': every initial point needs {} coordinates \
+                                 in [0, 1]",
+                                p.dim
+                            );
+                        }
+                    }
+                    pts.len()
+                }
+                None => s
+                    .initial_design
+                    .or(p.initial_design)
+                    .or(e.initial_design)
+                    .unwrap_or(2 * (p.dim + 1)),
+            };
+            if initial_design == 0 {
+                bail!("problem '{label}': the initial design needs at least one point");
+            }
+            let problem = build_problem(&p, seeds[0])?;
+            let cost_setting = match p.cost_setting.as_deref() {
+                None if problem.uniform_cost() => CostSettingName::Uniform,
+                None | Some("known") => CostSettingName::Known,
+                Some("uniform") => CostSettingName::Uniform,
+                Some("unknown") => CostSettingName::Unknown,
+                Some(other) => bail!(
+                    "problem '{label}': unknown cost_setting '{other}' (expected uniform, \
+                     known or unknown)"
+                ),
+            };
+            let regret_scale = p.regret_scale.unwrap_or(1.0);
+            if !(regret_scale.is_finite() && regret_scale > 0.0) {
+                bail!("problem '{label}': regret_scale must be finite and > 0");
+            }
+            let resolved = ResolvedProblem {
+                label,
+                cost_setting,
+                budget,
+                max_evaluations,
+                initial_design,
+                regret_scale,
+                raw_samples: s.raw_samples.or(e.raw_samples),
+                num_restarts: s.num_restarts.or(e.num_restarts),
+                config: p,
+            };
+            // Validate the model settings now rather than in every run.
+            model_fit_options(&resolved.config.model)
+                .with_context(|| format!("problem '{}'", resolved.label))?;
+            problems.push(resolved);
+        }
+        let mut policies = Vec::new();
+        let mut labels = HashSet::new();
+        for p in &self.policy {
+            check_policy(p)?;
+            let label = p.name.clone().unwrap_or_else(|| default_policy_label(p));
+            if !labels.insert(file_component(&label)) {
+                bail!("two policies have the label '{label}'; set distinct `name`s");
+            }
+            policies.push(ResolvedPolicy {
+                label,
+                config: p.clone(),
+            });
+        }
+        Ok(Plan {
+            name: e.name.clone(),
+            smoke,
+            problems,
+            policies,
+            seeds,
+            grid_points: s.grid_points.or(e.grid_points),
+            interpolation: e.interpolation,
+        })
+    }
+}
+
+/// The objective-model fit options of a problem's `[problem.model]`.
+pub fn model_fit_options(m: &ModelConfig) -> Result<FitOptions> {
+    let kind = KernelKind::parse(m.kernel.as_deref().unwrap_or("matern52"))
+        .map_err(|e| anyhow!("model: {e}"))?;
+    let noise = m.noise.unwrap_or(1e-4);
+    if !(noise.is_finite() && noise >= 0.0) {
+        bail!("model: noise must be finite and >= 0");
+    }
+    let mut fit = FitOptions {
+        kind,
+        noise: NoiseSpec::Fixed(noise),
+        ..FitOptions::default()
+    };
+    if let Some(l) = m.lengthscale {
+        if !(l.is_finite() && l > 0.0) {
+            bail!("model: lengthscale must be finite and > 0");
+        }
+        let os = m.outputscale.unwrap_or(1.0);
+        if !(os.is_finite() && os > 0.0) {
+            bail!("model: outputscale must be finite and > 0");
+        }
+        // Equal bounds freeze the coordinates: only the constant mean is fitted (as the papers'
+        // Bayesian-regret runs do).
+        fit.ard = false;
+        fit.priors = Priors::none();
+        fit.lengthscale_bounds = (l, l);
+        fit.fixed_outputscale = Some(os);
+        fit.restarts = 0;
+    } else if m.outputscale.is_some() {
+        bail!("model: outputscale is only used with a fixed lengthscale");
+    }
+    Ok(fit)
+}
+
+impl Plan {
+    /// Every run, problem-major, then policy, then seed.
+    pub fn runs(&self) -> Vec<RunSpec> {
+        let mut v = Vec::new();
+        for problem in 0..self.problems.len() {
+            for policy in 0..self.policies.len() {
+                for &seed in &self.seeds {
+                    v.push(RunSpec {
+                        problem,
+                        policy,
+                        seed,
+                    });
+                }
+            }
+        }
+        v
+    }
+
+    /// The trace file name of a run.
+    pub fn trace_name(&self, r: &RunSpec) -> String {
+        format!(
+            "{}__{}__s{}.jsonl",
+            file_component(&self.problems[r.problem].label),
+            file_component(&self.policies[r.policy].label),
+            r.seed
+        )
+    }
+
+    /// The step configuration of a run (everything but the per-step context).
+    pub fn step_config(&self, r: &RunSpec) -> Result<StepConfig> {
+        let p = &self.problems[r.problem];
+        let pol = &self.policies[r.policy].config;
+        let acquisition = AcquisitionName::parse(&pol.acquisition)?;
+        let fit = model_fit_options(&p.config.model)?;
+        Ok(StepConfig {
+            acquisition,
+            params: AcquisitionParams {
+                lambda: pol.lambda,
+                beta: pol.ucb_beta,
+                alpha: pol.alpha,
+                ..AcquisitionParams::default()
+            },
+            fit,
+            multistart: MultiStartOptions {
+                raw_samples: p.raw_samples,
+                num_restarts: p.num_restarts,
+                ..MultiStartOptions::default()
+            },
+            standardize: p.config.model.standardize.unwrap_or(true),
+            initial_design: Some(p.initial_design),
+            design_seed: design_seed(r.seed),
+            ..StepConfig::default()
+        })
+    }
+
+    /// The settings a run's trace must agree with to be resumed (as JSON).
+    pub fn run_settings(&self, r: &RunSpec) -> serde_json::Value {
+        serde_json::json!({
+            "problem": self.problems[r.problem],
+            "policy": self.policies[r.policy],
+            "seed": r.seed,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BASE: &str = r#"
+[experiment]
+name = "t"
+seeds = 2
+budget = 10
+
+[[problem]]
+objective = "ackley"
+dim = 3
+
+[[policy]]
+acquisition = "pbgi"
+lambda = 1e-4
+"#;
+
+    #[test]
+    fn resolves_defaults_and_labels() {
+        let plan = parse(BASE).unwrap().resolve(false).unwrap();
+        assert_eq!(plan.problems[0].label, "ackley-d3-uniform");
+        assert_eq!(plan.problems[0].initial_design, 8);
+        assert_eq!(plan.problems[0].cost_setting, CostSettingName::Uniform);
+        assert_eq!(plan.policies[0].label, "pbgi(0.0001)");
+        assert_eq!(plan.runs().len(), 2);
+        assert_eq!(
+            plan.trace_name(&plan.runs()[1]),
+            "ackley-d3-uniform__pbgi_0.0001___s1.jsonl"
+        );
+    }
+
+    #[test]
+    fn errors_name_the_problem() {
+        let bad = BASE.replace("\"pbgi\"", "\"pbgj\"");
+        let e = parse(&bad).unwrap().resolve(false).unwrap_err();
+        assert!(
+            format!("{e:#}").contains("unknown acquisition 'pbgj'"),
+            "{e:#}"
+        );
+        let bad = BASE.replace("lambda = 1e-4", "");
+        let e = parse(&bad).unwrap().resolve(false).unwrap_err();
+        assert!(format!("{e:#}").contains("needs `lambda`"), "{e:#}");
+        let e = parse(BASE).unwrap().resolve(true).unwrap_err();
+        assert!(format!("{e:#}").contains("[smoke]"));
+        let bad = BASE.replace("budget = 10", "");
+        let e = parse(&bad).unwrap().resolve(false).unwrap_err();
+        assert!(format!("{e:#}").contains("set a budget"), "{e:#}");
+        let bad = BASE.replace("dim = 3", "dim = 3\noptions = { kernel = \"rbf\" }");
+        let e = parse(&bad).unwrap().resolve(false).unwrap_err();
+        assert!(format!("{e:#}").contains("kernel"), "{e:#}");
+    }
+
+    #[test]
+    fn seeds_are_distinct_and_stable() {
+        assert_eq!(problem_seed(7), 7);
+        assert_ne!(design_seed(0), design_seed(1));
+        assert_ne!(step_seed(0, 0), step_seed(0, 1));
+        assert_ne!(step_seed(0, 1), step_seed(1, 0));
+        // SplitMix64's published first output for state 0.
+        assert_eq!(splitmix64(0), 0xe220_a839_7b1d_cdaf);
+    }
+}

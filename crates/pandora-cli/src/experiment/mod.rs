@@ -1,0 +1,158 @@
+//! `pandora experiment`: a grid of problems × policies × seeds run in parallel, one trace per run,
+//! resumable, with summaries of regret against cumulative cost. See docs/experiments.md.
+//!
+//! Modules: [`config`] (the TOML file and its resolution into runs), [`run`] (one BO run),
+//! [`trace`] (the JSON-lines trace format) and [`summary`] (statistics on a common cost grid).
+
+pub mod config;
+pub mod run;
+pub mod summary;
+pub mod trace;
+
+use anyhow::{Context, Result, bail};
+use clap::Subcommand;
+use indicatif::{ProgressBar, ProgressStyle};
+use rayon::prelude::*;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+
+/// Arguments of `pandora experiment`.
+#[derive(Debug, clap::Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct Args {
+    #[command(subcommand)]
+    command: Option<ExperimentCommand>,
+    /// Experiment configuration (TOML).
+    config: Option<String>,
+    /// Output directory (default `results/NAME`, `results/NAME-smoke` with --smoke).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Runs in parallel (default: the number of CPUs).
+    #[arg(long)]
+    jobs: Option<usize>,
+    /// Use the sizes of the configuration's [smoke] section.
+    #[arg(long)]
+    smoke: bool,
+    /// Do not print the summary table.
+    #[arg(long)]
+    quiet: bool,
+}
+
+#[derive(Debug, Subcommand)]
+enum ExperimentCommand {
+    /// Write the summary CSVs of an experiment directory and print its table.
+    Summarize {
+        /// The experiment's output directory.
+        dir: PathBuf,
+    },
+}
+
+/// Entry point of `pandora experiment`.
+pub fn main(args: Args) -> Result<()> {
+    if let Some(ExperimentCommand::Summarize { dir }) = &args.command {
+        print!("{}", summary::write_summary(dir)?);
+        return Ok(());
+    }
+    let Some(config) = &args.config else {
+        bail!("give a configuration file: pandora experiment CONFIG.toml (or `summarize DIR`)");
+    };
+    let file = config::load(config)?;
+    let plan = file
+        .resolve(args.smoke)
+        .with_context(|| format!("in {config}"))?;
+    let out = args.out.clone().unwrap_or_else(|| {
+        let name = config::file_component(&plan.name);
+        PathBuf::from("results").join(if plan.smoke {
+            format!("{name}-smoke")
+        } else {
+            name
+        })
+    });
+    let jobs = args.jobs.unwrap_or_else(|| {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+    });
+    if jobs == 0 {
+        bail!("--jobs must be at least 1");
+    }
+    let failures = execute(&plan, &out, jobs)?;
+    let table = summary::write_summary(&out)?;
+    if !args.quiet {
+        print!("{table}");
+    }
+    eprintln!(
+        "traces in {:?}, summaries in {:?}",
+        out.join("traces"),
+        out.join("summary")
+    );
+    if failures > 0 {
+        bail!("{failures} run(s) failed (see the messages above); rerun to retry them");
+    }
+    Ok(())
+}
+
+/// Runs every run of `plan` into `out` with `jobs` threads; returns the number of failed runs.
+pub fn execute(plan: &config::Plan, out: &Path, jobs: usize) -> Result<usize> {
+    let traces = out.join("traces");
+    std::fs::create_dir_all(&traces).with_context(|| format!("creating {traces:?}"))?;
+    let plan_json = serde_json::to_string_pretty(plan)?;
+    let tmp = out.join("experiment.json.tmp");
+    std::fs::write(&tmp, plan_json)?;
+    std::fs::rename(&tmp, out.join("experiment.json"))?;
+    let runs = plan.runs();
+    let bar = if std::io::stderr().is_terminal() {
+        let b = ProgressBar::new(runs.len() as u64);
+        b.set_style(
+            ProgressStyle::with_template(
+                "{elapsed_precise} [{bar:40}] {pos}/{len} runs, eta {eta} {msg}",
+            )
+            .expect("a valid template")
+            .progress_chars("=> "),
+        );
+        b
+    } else {
+        ProgressBar::hidden()
+    };
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(jobs)
+        .build()
+        .context("building the thread pool")?;
+    let results: Vec<(config::RunSpec, Result<run::RunStatus>)> = pool.install(|| {
+        // Build the instances of the runs still to do first (one per problem and seed, shared by
+        // the policies), then run.
+        let todo: Vec<config::RunSpec> = runs
+            .par_iter()
+            .filter(|r| !run::is_complete(plan, r, &traces))
+            .copied()
+            .collect();
+        bar.set_message("(building problem instances)");
+        let instances = run::Instances::build(plan, &todo);
+        bar.set_message("");
+        runs.par_iter()
+            .map(|r| {
+                let res = run::run_one(plan, r, &traces, &instances);
+                bar.inc(1);
+                (*r, res)
+            })
+            .collect()
+    });
+    bar.finish_and_clear();
+    let mut failures = 0;
+    let (mut skipped, mut done) = (0, 0);
+    for (r, res) in results {
+        match res {
+            Ok(run::RunStatus::Skipped) => skipped += 1,
+            Ok(run::RunStatus::Completed { .. }) => done += 1,
+            Err(e) => {
+                failures += 1;
+                eprintln!("run {} failed: {e:#}", plan.trace_name(&r));
+            }
+        }
+    }
+    eprintln!(
+        "experiment '{}': {done} run(s) carried out, {skipped} already complete, {failures} failed",
+        plan.name
+    );
+    Ok(failures)
+}

@@ -1,0 +1,367 @@
+//! One run: a problem instance × a policy × a seed, driven until its budget is spent.
+//!
+//! The loop follows the papers (and `pandora-study`): the initial design (scrambled Sobol, or
+//! explicit points) is evaluated first and its cost is **not** charged to the budget; then BO
+//! steps run `while cumulative BO cost < budget` (the last evaluation may overshoot and is kept)
+//! and/or until `max_evaluations` BO steps. Every step warm-starts the fit from the previous
+//! model step's hyperparameters. PBGI-D's λ is replayed from the trace (λ0, divided by β once at
+//! the start of the iteration after one whose maximal index fell below the best value observed
+//! including that iteration's evaluation), so a partial trace continues exactly.
+
+use super::config::{CostSettingName, Plan, RunSpec, build_problem, step_seed};
+use super::trace::{self, Appender, End, Header, Line, Step};
+use anyhow::{Context, Result, anyhow, bail};
+use pandora_core::acquisition::{AcquisitionName, KnownCost, PbgiDecay};
+use pandora_core::gp::GpParams;
+use pandora_core::policy::{
+    CostSetting, History, Phase, Proposal, StepContext, design_point, propose,
+};
+use pandora_problems::Problem;
+use pandora_study::study::{params_from_json, params_to_json};
+use rayon::prelude::*;
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::Instant;
+
+/// Version of the trace format written here.
+pub const TRACE_VERSION: u32 = 1;
+
+/// A safety cap on BO-phase evaluations when only a budget is set (costs near zero would
+/// otherwise never exhaust it).
+pub const EVALUATION_CAP: usize = 100_000;
+
+/// What [`run_one`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunStatus {
+    /// The trace was already complete.
+    Skipped,
+    /// The run was carried out (or continued) to its end.
+    Completed {
+        /// Evaluations done now (not replayed from the trace).
+        new_evaluations: usize,
+    },
+}
+
+/// The state of a run, rebuilt from its steps.
+struct State {
+    x: Vec<f64>,
+    y: Vec<f64>,
+    c: Vec<f64>,
+    bo_cost: f64,
+    total_cost: f64,
+    bo_steps: usize,
+    best: f64,
+    warm: Option<GpParams>,
+    decay: Option<PbgiDecay>,
+}
+
+impl State {
+    /// Adds one evaluation. `acq` and `params` matter only for model steps.
+    fn observe(
+        &mut self,
+        phase: &str,
+        x: &[f64],
+        y: f64,
+        cost: f64,
+        acq: Option<f64>,
+        params: Option<GpParams>,
+    ) {
+        self.x.extend_from_slice(x);
+        self.y.push(y);
+        self.c.push(cost);
+        self.total_cost += cost;
+        if phase != "initial" {
+            self.bo_cost += cost;
+            self.bo_steps += 1;
+        }
+        self.best = self.best.max(y);
+        if phase == "model" {
+            if params.is_some() {
+                self.warm = params;
+            }
+            if let Some(d) = self.decay.as_mut() {
+                d.begin_iteration();
+                if let Some(a) = acq {
+                    d.end_iteration(a, self.best);
+                }
+            }
+        }
+    }
+}
+
+fn phase_name(p: Phase) -> &'static str {
+    match p {
+        Phase::InitialDesign => "initial",
+        Phase::Random => "random",
+        Phase::Model => "model",
+    }
+}
+
+/// The header a run's trace must have.
+pub fn header(plan: &Plan, r: &RunSpec, problem: &dyn Problem) -> Header {
+    let p = &plan.problems[r.problem];
+    let pol = &plan.policies[r.policy];
+    Header {
+        version: TRACE_VERSION,
+        experiment: plan.name.clone(),
+        problem: p.label.clone(),
+        policy: pol.label.clone(),
+        acquisition: pol.config.acquisition.clone(),
+        seed: r.seed,
+        problem_seed: super::config::problem_seed(r.seed),
+        dim: p.config.dim,
+        optimum: problem.optimum(),
+        regret_scale: p.regret_scale,
+        budget: p.budget,
+        max_evaluations: p.max_evaluations,
+        cost_setting: match p.cost_setting {
+            CostSettingName::Uniform => "uniform",
+            CostSettingName::Known => "known",
+            CostSettingName::Unknown => "unknown",
+        }
+        .into(),
+        settings: plan.run_settings(r),
+    }
+}
+
+/// Problem instances shared by the runs of an experiment: one per (problem, instance seed),
+/// built once (building may be expensive, e.g. a GP sample's optimum search) and used by every
+/// policy. Building is deterministic, so sharing does not change results.
+pub struct Instances {
+    built: HashMap<(usize, u64), std::result::Result<Box<dyn Problem>, String>>,
+}
+
+impl Instances {
+    /// Builds, in parallel, the instances the runs `runs` of `plan` need.
+    pub fn build(plan: &Plan, runs: &[RunSpec]) -> Self {
+        let mut keys: Vec<(usize, u64)> = runs.iter().map(|r| (r.problem, r.seed)).collect();
+        keys.sort_unstable();
+        keys.dedup();
+        let built = keys
+            .into_par_iter()
+            .map(|(p, seed)| {
+                let b = build_problem(&plan.problems[p].config, seed).map_err(|e| format!("{e:#}"));
+                ((p, seed), b)
+            })
+            .collect();
+        Self { built }
+    }
+
+    /// The instance of run `r`.
+    pub fn get(&self, r: &RunSpec) -> Result<&dyn Problem> {
+        match self.built.get(&(r.problem, r.seed)) {
+            Some(Ok(p)) => Ok(p.as_ref()),
+            Some(Err(e)) => Err(anyhow!("{e}")),
+            None => Err(anyhow!("the problem instance of this run was not built")),
+        }
+    }
+}
+
+/// Whether run `r` has a complete trace in `dir` written with the current configuration.
+pub fn is_complete(plan: &Plan, r: &RunSpec, dir: &Path) -> bool {
+    let path = dir.join(plan.trace_name(r));
+    path.exists()
+        && trace::read(&path).is_ok_and(|t| {
+            t.end.is_some()
+                && t.header.version == TRACE_VERSION
+                && t.header.experiment == plan.name
+                && t.header.settings == plan.run_settings(r)
+        })
+}
+
+/// Carries out run `r` of `plan`, writing its trace into `dir`: skips a complete trace,
+/// continues a partial one and starts a missing one.
+pub fn run_one(plan: &Plan, r: &RunSpec, dir: &Path, instances: &Instances) -> Result<RunStatus> {
+    let path = dir.join(plan.trace_name(r));
+    let p = &plan.problems[r.problem];
+    let mismatch = || {
+        anyhow!(
+            "{path:?} was written by a different configuration; delete it or use another \
+             --out directory"
+        )
+    };
+    let existing = if path.exists() {
+        let t = trace::read(&path)?;
+        // Compare the configuration before building the problem: complete runs are skipped
+        // without building their instance.
+        if t.header.version != TRACE_VERSION
+            || t.header.experiment != plan.name
+            || t.header.settings != plan.run_settings(r)
+        {
+            return Err(mismatch());
+        }
+        if t.end.is_some() {
+            return Ok(RunStatus::Skipped);
+        }
+        Some(t)
+    } else {
+        None
+    };
+    let problem = instances.get(r)?;
+    let d = problem.dim();
+    let head = header(plan, r, problem);
+    let mut steps: Vec<Step> = Vec::new();
+    if let Some(t) = existing {
+        if t.header != head {
+            return Err(mismatch());
+        }
+        steps = t.steps;
+    }
+    // (Re)write the valid prefix atomically: this drops a torn last line.
+    let mut lines = vec![Line::Header(Box::new(head.clone()))];
+    lines.extend(steps.iter().cloned().map(|s| Line::Step(Box::new(s))));
+    trace::write_atomic(&path, &lines)?;
+    let mut out = Appender::open(&path)?;
+
+    let step_config = plan.step_config(r)?;
+    let pol = &plan.policies[r.policy].config;
+    let acquisition = step_config.acquisition;
+    let decay = if acquisition == AcquisitionName::PbgiD {
+        Some(PbgiDecay::new(
+            pol.lambda0.unwrap_or(0.1),
+            pol.beta.unwrap_or(2.0),
+        )?)
+    } else {
+        None
+    };
+    let mut state = State {
+        x: Vec::new(),
+        y: Vec::new(),
+        c: Vec::new(),
+        bo_cost: 0.0,
+        total_cost: 0.0,
+        bo_steps: 0,
+        best: f64::NEG_INFINITY,
+        warm: None,
+        decay,
+    };
+    for s in &steps {
+        if s.x.len() != d {
+            bail!(
+                "{path:?} step {}: x has {} coordinates, not {d}",
+                s.k,
+                s.x.len()
+            );
+        }
+        let params = s.params.as_ref().and_then(params_from_json);
+        state.observe(&s.phase, &s.x, s.y, s.cost, s.acquisition_value, params);
+    }
+    let known = KnownCost(|x: &[f64], g: &mut [f64]| problem.cost_grad(x, g));
+    let cost_setting = if !acquisition.is_cost_aware() {
+        CostSetting::Uniform
+    } else {
+        match p.cost_setting {
+            CostSettingName::Uniform => CostSetting::Uniform,
+            CostSettingName::Known => CostSetting::Known(&known),
+            CostSettingName::Unknown => CostSetting::Unknown,
+        }
+    };
+    let total_budget = p.budget.or(p.max_evaluations.map(|m| m as f64));
+    let mut new_evaluations = 0;
+    let reason = loop {
+        let k = state.y.len();
+        let t0 = Instant::now();
+        let prop: Proposal = if k < p.initial_design {
+            let x = match &p.config.initial_points {
+                Some(pts) => pts[k].clone(),
+                None => design_point(d, k as u64, step_config.design_seed)?,
+            };
+            Proposal {
+                x,
+                phase: Phase::InitialDesign,
+                acquisition_value: f64::NAN,
+                params: None,
+                cost_params: None,
+                lambda: None,
+                predicted_cost: None,
+            }
+        } else {
+            if let Some(b) = p.budget
+                && state.bo_cost >= b
+            {
+                break "budget";
+            }
+            if let Some(m) = p.max_evaluations
+                && state.bo_steps >= m
+            {
+                break "max_evaluations";
+            }
+            if state.bo_steps >= EVALUATION_CAP {
+                break "evaluation_cap";
+            }
+            let lambda = state.decay.map(|mut dcy| dcy.begin_iteration());
+            let ctx = StepContext {
+                cumulative_cost: state.bo_cost,
+                remaining_budget: total_budget.map(|b| b - state.bo_cost),
+                total_budget,
+                lambda,
+            };
+            let history = History {
+                x: &state.x,
+                y: &state.y,
+                cost: &state.c,
+                pending: &[],
+            };
+            propose(
+                d,
+                history,
+                &step_config,
+                &ctx,
+                cost_setting,
+                step_seed(r.seed, k),
+                state.warm.as_ref(),
+            )
+            .with_context(|| format!("step {k}"))?
+        };
+        let seconds_propose = t0.elapsed().as_secs_f64();
+        let t1 = Instant::now();
+        let y = problem.eval(&prop.x);
+        let cost = problem.cost(&prop.x);
+        let seconds_eval = t1.elapsed().as_secs_f64();
+        if !y.is_finite() {
+            bail!("step {k}: the objective is {y} at {:?}", prop.x);
+        }
+        if !(cost.is_finite() && cost > 0.0) {
+            bail!(
+                "step {k}: the cost must be finite and > 0, got {cost} at {:?}",
+                prop.x
+            );
+        }
+        let phase = phase_name(prop.phase);
+        let acq = prop
+            .acquisition_value
+            .is_finite()
+            .then_some(prop.acquisition_value);
+        let params_json = prop.params.as_ref().map(params_to_json);
+        state.observe(phase, &prop.x, y, cost, acq, prop.params.clone());
+        let step = Step {
+            k,
+            phase: phase.into(),
+            regret: head.optimum.map(|o| p.regret_scale * (o - state.best)),
+            x: prop.x,
+            y,
+            cost,
+            cumulative_cost: state.bo_cost,
+            total_cost: state.total_cost,
+            best: state.best,
+            acquisition_value: acq,
+            lambda: prop.lambda,
+            predicted_cost: if acquisition.is_cost_aware() {
+                prop.predicted_cost
+            } else {
+                None
+            },
+            params: params_json,
+            seconds_propose,
+            seconds_eval,
+        };
+        out.push(&Line::Step(Box::new(step)))?;
+        new_evaluations += 1;
+    };
+    out.push(&Line::End(End {
+        reason: reason.into(),
+        evaluations: state.y.len(),
+        cumulative_cost: state.bo_cost,
+    }))?;
+    Ok(RunStatus::Completed { new_evaluations })
+}

@@ -1,0 +1,504 @@
+//! Summaries: regret against cumulative BO cost on a common grid, per problem and policy.
+//!
+//! Each complete run gives a curve through `(0, regret after the initial design)` and
+//! `(cumulative cost, regret)` after every BO step; it is read on the grid
+//! `0, h/(m−1), …, h` (`h` = the problem's budget, or the largest final cumulative cost when it
+//! has none; `m` = `grid_points`, default `floor(h) + 1`) by linear interpolation (the papers'
+//! convention) or as a step function, holding the last value beyond the curve's end. At every
+//! grid point the runs of a policy give the median, quartiles (linear-interpolated quantiles,
+//! NumPy's default), the mean and twice its standard error (sample standard deviation / √n).
+//!
+//! Regret is `regret_scale · (reference − best)`, where the reference is the problem's optimum
+//! when known and otherwise the best value observed across every run (complete or not) of that
+//! problem instance (same problem and instance seed).
+
+use super::config::{Interpolation, Plan, file_component};
+use super::trace::{self, Trace};
+use anyhow::{Context, Result, bail};
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::Path;
+
+/// Statistics of a sample.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Stats {
+    /// Sample size.
+    pub n: usize,
+    /// Median.
+    pub median: f64,
+    /// First quartile.
+    pub q25: f64,
+    /// Third quartile.
+    pub q75: f64,
+    /// Mean.
+    pub mean: f64,
+    /// Twice the standard error of the mean (0 for one value).
+    pub se2: f64,
+}
+
+/// The `p`-quantile of sorted values by linear interpolation between order statistics.
+pub fn quantile(sorted: &[f64], p: f64) -> f64 {
+    let h = (sorted.len() - 1) as f64 * p;
+    let lo = h.floor() as usize;
+    let hi = (lo + 1).min(sorted.len() - 1);
+    sorted[lo] + (h - lo as f64) * (sorted[hi] - sorted[lo])
+}
+
+/// Statistics of a non-empty sample.
+pub fn stats(values: &[f64]) -> Stats {
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    let mean = v.iter().sum::<f64>() / n as f64;
+    let se2 = if n > 1 {
+        let var = v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+        2.0 * (var / n as f64).sqrt()
+    } else {
+        0.0
+    };
+    Stats {
+        n,
+        median: quantile(&v, 0.5),
+        q25: quantile(&v, 0.25),
+        q75: quantile(&v, 0.75),
+        mean,
+        se2,
+    }
+}
+
+/// A run's regret curve: points `(cumulative cost, regret)` with non-decreasing costs.
+pub fn curve(t: &Trace, reference: f64) -> Vec<(f64, f64)> {
+    let scale = t.header.regret_scale;
+    let mut pts = Vec::new();
+    let mut initial_best = None;
+    for s in &t.steps {
+        if s.phase == "initial" {
+            initial_best = Some(s.best);
+        } else {
+            if pts.is_empty() {
+                pts.push((0.0, scale * (reference - initial_best.unwrap_or(f64::NAN))));
+            }
+            pts.push((s.cumulative_cost, scale * (reference - s.best)));
+        }
+    }
+    if pts.is_empty()
+        && let Some(b) = initial_best
+    {
+        pts.push((0.0, scale * (reference - b)));
+    }
+    pts
+}
+
+/// The curve's value at cost `c`.
+pub fn at(curve: &[(f64, f64)], c: f64, interpolation: Interpolation) -> f64 {
+    // The last point at or before c.
+    let i = curve.partition_point(|p| p.0 <= c);
+    if i == 0 {
+        return curve[0].1;
+    }
+    let (c0, r0) = curve[i - 1];
+    if i == curve.len() || interpolation == Interpolation::Step {
+        return r0;
+    }
+    let (c1, r1) = curve[i];
+    r0 + (r1 - r0) * (c - c0) / (c1 - c0)
+}
+
+/// The summary of one policy on one problem.
+#[derive(Debug, Clone)]
+pub struct PolicySummary {
+    /// Policy label.
+    pub policy: String,
+    /// Statistics at every grid point.
+    pub stats: Vec<Stats>,
+    /// Mean number of evaluations per run.
+    pub mean_evaluations: f64,
+    /// Mean seconds per model step (fit + acquisition), NaN without model steps.
+    pub mean_seconds_per_step: f64,
+}
+
+/// The summary of one problem.
+#[derive(Debug, Clone)]
+pub struct ProblemSummary {
+    /// Problem label.
+    pub problem: String,
+    /// The cost grid.
+    pub grid: Vec<f64>,
+    /// Whether regret is against the empirical best (the optimum is unknown).
+    pub empirical_reference: bool,
+    /// Per policy, in the configuration's order (policies without complete runs are left out).
+    pub policies: Vec<PolicySummary>,
+    /// Traces found without an end line (not summarized).
+    pub incomplete: usize,
+}
+
+/// Reads every trace in `dir`.
+pub fn read_traces(dir: &Path) -> Result<Vec<Trace>> {
+    let mut out = Vec::new();
+    let mut names: Vec<_> = std::fs::read_dir(dir)
+        .with_context(|| format!("reading {dir:?}"))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
+        .collect();
+    names.sort();
+    for p in names {
+        out.push(trace::read(&p)?);
+    }
+    Ok(out)
+}
+
+/// Summarizes the traces of `plan`.
+pub fn summarize(plan: &Plan, traces: &[Trace]) -> Vec<ProblemSummary> {
+    let mut out = Vec::new();
+    for prob in &plan.problems {
+        let mine: Vec<&Trace> = traces
+            .iter()
+            .filter(|t| t.header.problem == prob.label)
+            .collect();
+        // Reference values per instance seed.
+        let mut reference: BTreeMap<u64, f64> = BTreeMap::new();
+        for t in &mine {
+            let r = reference
+                .entry(t.header.problem_seed)
+                .or_insert(f64::NEG_INFINITY);
+            if let Some(o) = t.header.optimum {
+                *r = o;
+            } else if let Some(s) = t.steps.last() {
+                *r = r.max(s.best);
+            }
+        }
+        let empirical_reference = mine.iter().any(|t| t.header.optimum.is_none());
+        let complete: Vec<&Trace> = mine
+            .iter()
+            .copied()
+            .filter(|t| t.end.is_some() && !t.steps.is_empty())
+            .collect();
+        let incomplete = mine.len() - complete.len();
+        let horizon = prob.budget.unwrap_or_else(|| {
+            complete
+                .iter()
+                .map(|t| t.end.as_ref().map_or(0.0, |e| e.cumulative_cost))
+                .fold(0.0, f64::max)
+        });
+        let m = plan
+            .grid_points
+            .unwrap_or(horizon.floor() as usize + 1)
+            .max(2);
+        let grid: Vec<f64> = (0..m)
+            .map(|i| horizon * i as f64 / (m - 1) as f64)
+            .collect();
+        let mut policies = Vec::new();
+        for pol in &plan.policies {
+            let runs: Vec<&Trace> = complete
+                .iter()
+                .copied()
+                .filter(|t| t.header.policy == pol.label)
+                .collect();
+            if runs.is_empty() {
+                continue;
+            }
+            let curves: Vec<Vec<(f64, f64)>> = runs
+                .iter()
+                .map(|t| curve(t, reference[&t.header.problem_seed]))
+                .collect();
+            let stats_at = grid
+                .iter()
+                .map(|&c| {
+                    let v: Vec<f64> = curves
+                        .iter()
+                        .map(|cv| at(cv, c, plan.interpolation))
+                        .collect();
+                    stats(&v)
+                })
+                .collect();
+            let evals = runs.iter().map(|t| t.steps.len() as f64).sum::<f64>() / runs.len() as f64;
+            let (secs, count) = runs
+                .iter()
+                .flat_map(|t| t.steps.iter())
+                .filter(|s| s.phase == "model")
+                .fold((0.0, 0usize), |(a, n), s| (a + s.seconds_propose, n + 1));
+            policies.push(PolicySummary {
+                policy: pol.label.clone(),
+                stats: stats_at,
+                mean_evaluations: evals,
+                mean_seconds_per_step: if count > 0 {
+                    secs / count as f64
+                } else {
+                    f64::NAN
+                },
+            });
+        }
+        out.push(ProblemSummary {
+            problem: prob.label.clone(),
+            grid,
+            empirical_reference,
+            policies,
+            incomplete,
+        });
+    }
+    out
+}
+
+/// The long-format CSV of one problem: `policy,cost,n,median,q25,q75,mean,se2`.
+pub fn problem_csv(s: &ProblemSummary) -> String {
+    let mut out = String::from("policy,cost,n,median,q25,q75,mean,se2\n");
+    for p in &s.policies {
+        for (c, st) in s.grid.iter().zip(&p.stats) {
+            let _ = writeln!(
+                out,
+                "{},{},{},{},{},{},{},{}",
+                csv_field(&p.policy),
+                c,
+                st.n,
+                st.median,
+                st.q25,
+                st.q75,
+                st.mean,
+                st.se2
+            );
+        }
+    }
+    out
+}
+
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+/// The final-cost CSV over all problems.
+pub fn final_csv(all: &[ProblemSummary]) -> String {
+    let mut out = String::from(
+        "problem,policy,cost,n,median,q25,q75,mean,se2,mean_evaluations,\
+         mean_seconds_per_step\n",
+    );
+    for s in all {
+        let c = s.grid.last().copied().unwrap_or(0.0);
+        for p in &s.policies {
+            let st = p.stats.last().expect("a non-empty grid");
+            let _ = writeln!(
+                out,
+                "{},{},{},{},{},{},{},{},{},{},{}",
+                csv_field(&s.problem),
+                csv_field(&p.policy),
+                c,
+                st.n,
+                st.median,
+                st.q25,
+                st.q75,
+                st.mean,
+                st.se2,
+                p.mean_evaluations,
+                p.mean_seconds_per_step
+            );
+        }
+    }
+    out
+}
+
+fn fmt_num(v: f64) -> String {
+    if v == 0.0 {
+        "0".into()
+    } else if v.abs() >= 1e-3 && v.abs() < 1e4 {
+        format!("{v:.4}")
+    } else {
+        format!("{v:.3e}")
+    }
+}
+
+/// A text table: per policy, median [q25, q75] at 25 %, 50 % and 100 % of the horizon, and the
+/// final mean ± 2 s.e.
+pub fn table(all: &[ProblemSummary]) -> String {
+    let mut out = String::new();
+    for s in all {
+        let m = s.grid.len();
+        let cols = [(m - 1) / 4, (m - 1) / 2, m - 1];
+        let _ = writeln!(
+            out,
+            "== {} — regret{}: median [q25, q75] at cumulative cost; mean ± 2 s.e. at the end",
+            s.problem,
+            if s.empirical_reference {
+                " (against the best value seen in any run)"
+            } else {
+                ""
+            }
+        );
+        let mut header = format!("{:<22} {:>4}", "policy", "n");
+        for &c in &cols {
+            header += &format!(" {:>34}", format!("c = {}", fmt_num(s.grid[c])));
+        }
+        header += &format!(" {:>26} {:>10}", "mean ± 2se", "s/step");
+        let _ = writeln!(out, "{header}");
+        for p in &s.policies {
+            let mut row = format!("{:<22} {:>4}", p.policy, p.stats[m - 1].n);
+            for &c in &cols {
+                let st = &p.stats[c];
+                row += &format!(
+                    " {:>34}",
+                    format!(
+                        "{} [{}, {}]",
+                        fmt_num(st.median),
+                        fmt_num(st.q25),
+                        fmt_num(st.q75)
+                    )
+                );
+            }
+            let st = &p.stats[m - 1];
+            row += &format!(
+                " {:>26} {:>10}",
+                format!("{} ± {}", fmt_num(st.mean), fmt_num(st.se2)),
+                if p.mean_seconds_per_step.is_nan() {
+                    "-".into()
+                } else {
+                    format!("{:.4}", p.mean_seconds_per_step)
+                }
+            );
+            let _ = writeln!(out, "{row}");
+        }
+        if s.incomplete > 0 {
+            let _ = writeln!(out, "({} incomplete run(s) not summarized)", s.incomplete);
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// Reads `dir/experiment.json` and `dir/traces/`, writes `dir/summary/PROBLEM.csv` and
+/// `dir/summary/final.csv`, and returns the printed table.
+pub fn write_summary(dir: &Path) -> Result<String> {
+    let plan_path = dir.join("experiment.json");
+    let text = std::fs::read_to_string(&plan_path).with_context(|| {
+        format!("reading {plan_path:?} (is this an experiment output directory?)")
+    })?;
+    let plan: Plan = serde_json::from_str(&text).with_context(|| format!("in {plan_path:?}"))?;
+    let traces = read_traces(&dir.join("traces"))?;
+    if traces.is_empty() {
+        bail!("no traces in {:?}", dir.join("traces"));
+    }
+    let all = summarize(&plan, &traces);
+    let sdir = dir.join("summary");
+    std::fs::create_dir_all(&sdir)?;
+    for s in &all {
+        if s.policies.is_empty() {
+            continue;
+        }
+        let path = sdir.join(format!("{}.csv", file_component(&s.problem)));
+        std::fs::write(&path, problem_csv(s)).with_context(|| format!("writing {path:?}"))?;
+    }
+    std::fs::write(sdir.join("final.csv"), final_csv(&all))?;
+    Ok(table(&all))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statistics_match_hand_computed_values() {
+        // Sorted: 1, 2, 4, 8. Median 3; q25 = 1 + 0.75·1 = 1.75; q75 = 4 + 0.25·4 = 5.
+        let s = stats(&[4.0, 1.0, 8.0, 2.0]);
+        assert_eq!((s.median, s.q25, s.q75, s.mean), (3.0, 1.75, 5.0, 3.75));
+        // Sample variance: (7.5625 + 3.0625 + 0.0625 + 18.0625)/3 = 9.5833…; se = √(9.5833/4).
+        let se = (28.75f64 / 3.0 / 4.0).sqrt();
+        assert!((s.se2 - 2.0 * se).abs() < 1e-12);
+        let one = stats(&[5.0]);
+        assert_eq!((one.median, one.q25, one.se2), (5.0, 5.0, 0.0));
+    }
+
+    #[test]
+    fn curves_interpolate_linearly_or_as_steps() {
+        let c = [(0.0, 4.0), (2.0, 2.0), (2.0, 1.0), (6.0, 0.0)];
+        assert_eq!(at(&c, 0.0, Interpolation::Linear), 4.0);
+        assert_eq!(at(&c, 1.0, Interpolation::Linear), 3.0);
+        assert_eq!(at(&c, 1.0, Interpolation::Step), 4.0);
+        // A zero-cost step: the later point wins at its cost.
+        assert_eq!(at(&c, 2.0, Interpolation::Linear), 1.0);
+        assert_eq!(at(&c, 4.0, Interpolation::Linear), 0.5);
+        assert_eq!(at(&c, 4.0, Interpolation::Step), 1.0);
+        // Held beyond the end.
+        assert_eq!(at(&c, 10.0, Interpolation::Linear), 0.0);
+    }
+
+    #[test]
+    fn unknown_optima_use_the_best_value_of_the_instance() {
+        use super::super::config::parse;
+        use super::super::trace::{End, Header, Step};
+        let plan = parse(
+            "[experiment]\nname = \"u\"\nseeds = 2\nbudget = 2\n\
+             [[problem]]\nobjective = \"ackley\"\ndim = 1\n\
+             [[policy]]\nacquisition = \"random\"\n[[policy]]\nacquisition = \"log_ei\"\n",
+        )
+        .unwrap()
+        .resolve(false)
+        .unwrap();
+        let trace = |policy: &str, problem_seed: u64, bests: &[f64]| {
+            let steps = bests
+                .iter()
+                .enumerate()
+                .map(|(k, &b)| Step {
+                    k,
+                    phase: if k == 0 { "initial" } else { "random" }.into(),
+                    x: vec![0.5],
+                    y: b,
+                    cost: 1.0,
+                    cumulative_cost: k as f64,
+                    total_cost: k as f64 + 1.0,
+                    best: b,
+                    regret: None,
+                    acquisition_value: None,
+                    lambda: None,
+                    predicted_cost: None,
+                    params: None,
+                    seconds_propose: 0.0,
+                    seconds_eval: 0.0,
+                })
+                .collect();
+            Trace {
+                header: Header {
+                    version: 1,
+                    experiment: "u".into(),
+                    problem: "ackley-d1-uniform".into(),
+                    policy: policy.into(),
+                    acquisition: policy.into(),
+                    seed: problem_seed,
+                    problem_seed,
+                    dim: 1,
+                    optimum: None,
+                    regret_scale: 10.0,
+                    budget: Some(2.0),
+                    max_evaluations: None,
+                    cost_setting: "uniform".into(),
+                    settings: serde_json::Value::Null,
+                },
+                steps,
+                end: Some(End {
+                    reason: "budget".into(),
+                    evaluations: bests.len(),
+                    cumulative_cost: (bests.len() - 1) as f64,
+                }),
+                torn: false,
+            }
+        };
+        // Instance 0: the best value seen by any policy is −1; instance 1 only reaches −5.
+        let traces = vec![
+            trace("random", 0, &[-4.0, -3.0, -3.0]),
+            trace("log_ei", 0, &[-4.0, -2.0, -1.0]),
+            trace("random", 1, &[-6.0, -5.0, -5.0]),
+        ];
+        let s = summarize(&plan, &traces);
+        assert!(s[0].empirical_reference);
+        let random = &s[0].policies[0];
+        let log_ei = &s[0].policies[1];
+        // Final regrets ×10: random 10·(−1 − (−3)) = 20 and 10·(−5 − (−5)) = 0; log_ei 0.
+        assert_eq!(random.stats[2].n, 2);
+        assert_eq!(random.stats[2].mean, 10.0);
+        // At cost 0: 10·(−1 − (−4)) = 30 and 10·(−5 − (−6)) = 10; q75 = 10 + 0.75·20.
+        assert_eq!(random.stats[0].q75, 25.0);
+        assert_eq!(log_ei.stats[2].mean, 0.0);
+        assert_eq!(log_ei.stats[0].mean, 30.0);
+        assert!(table(&s).contains("against the best value seen in any run"));
+    }
+}

@@ -1,0 +1,276 @@
+//! Run traces: one JSON-lines file per run, appended (and flushed) after every evaluation.
+//!
+//! Line 1 is a [`Header`], then one [`Step`] per evaluation (initial design included), and a
+//! final [`End`] once the run has finished. A file without an `End` line is a partial run: it is
+//! continued from its steps (a torn last line, from an interruption during a write, is dropped).
+
+use anyhow::{Context, Result, bail};
+use serde::{Deserialize, Serialize};
+use std::io::Write;
+use std::path::Path;
+
+/// The first line of a trace.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Header {
+    /// Trace format version.
+    pub version: u32,
+    /// Experiment name.
+    pub experiment: String,
+    /// Problem label.
+    pub problem: String,
+    /// Policy label.
+    pub policy: String,
+    /// Acquisition name.
+    pub acquisition: String,
+    /// The run's seed.
+    pub seed: u64,
+    /// Seed of the problem instance.
+    pub problem_seed: u64,
+    /// Dimension.
+    pub dim: usize,
+    /// The problem's optimum when known (regret is `regret_scale · (optimum − best)`).
+    pub optimum: Option<f64>,
+    /// Regret factor.
+    pub regret_scale: f64,
+    /// BO-phase budget (cost units).
+    pub budget: Option<f64>,
+    /// Maximum BO-phase evaluations.
+    pub max_evaluations: Option<usize>,
+    /// `uniform`, `known` or `unknown`.
+    pub cost_setting: String,
+    /// The resolved settings of the run; a resumed trace must match them.
+    pub settings: serde_json::Value,
+}
+
+/// One evaluation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Step {
+    /// Index of the evaluation (0-based, initial design included).
+    pub k: usize,
+    /// `initial`, `random` or `model`.
+    pub phase: String,
+    /// The point on the unit cube.
+    pub x: Vec<f64>,
+    /// Objective value (maximized).
+    pub y: f64,
+    /// Cost of this evaluation.
+    pub cost: f64,
+    /// Cumulative BO-phase cost (what the budget counts; 0 during the initial design).
+    pub cumulative_cost: f64,
+    /// Cumulative cost of all evaluations, initial design included.
+    pub total_cost: f64,
+    /// Best value so far.
+    pub best: f64,
+    /// Simple regret `regret_scale · (optimum − best)`, when the optimum is known.
+    pub regret: Option<f64>,
+    /// The acquisition value at `x` (model phase).
+    pub acquisition_value: Option<f64>,
+    /// λ used (PBGI, PBGI-D).
+    pub lambda: Option<f64>,
+    /// Predicted cost of the point under the cost setting (cost-aware model steps).
+    pub predicted_cost: Option<f64>,
+    /// Objective-model hyperparameters (the warm start of the next fit).
+    pub params: Option<serde_json::Value>,
+    /// Seconds spent proposing the point (model fit + acquisition maximization).
+    pub seconds_propose: f64,
+    /// Seconds spent evaluating the objective and cost.
+    pub seconds_eval: f64,
+}
+
+/// The last line of a finished run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct End {
+    /// Why the run stopped: `budget` or `max_evaluations`.
+    pub reason: String,
+    /// Number of evaluations (initial design included).
+    pub evaluations: usize,
+    /// Final cumulative BO-phase cost.
+    pub cumulative_cost: f64,
+}
+
+/// A line of a trace.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Line {
+    /// See [`Header`].
+    Header(Box<Header>),
+    /// See [`Step`].
+    Step(Box<Step>),
+    /// See [`End`].
+    End(End),
+}
+
+/// A parsed trace file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Trace {
+    /// The header.
+    pub header: Header,
+    /// The evaluations.
+    pub steps: Vec<Step>,
+    /// Present if the run finished.
+    pub end: Option<End>,
+    /// Whether a torn last line was dropped.
+    pub torn: bool,
+}
+
+/// Serializes a line (one JSON object, no newline).
+pub fn to_line(line: &Line) -> String {
+    serde_json::to_string(line).expect("trace lines serialize")
+}
+
+/// Reads a trace. A last line that does not parse (an interrupted write) is dropped; any other
+/// malformed line is an error.
+pub fn read(path: &Path) -> Result<Trace> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {path:?}"))?;
+    let lines: Vec<&str> = text.lines().collect();
+    let complete_last = text.ends_with('\n');
+    let mut header = None;
+    let mut steps = Vec::new();
+    let mut end = None;
+    let mut torn = false;
+    for (i, l) in lines.iter().enumerate() {
+        let last = i + 1 == lines.len();
+        let parsed: Line = match serde_json::from_str(l) {
+            Ok(p) => p,
+            Err(_) if last && (!complete_last || l.trim().is_empty()) => {
+                torn = true;
+                break;
+            }
+            Err(e) => bail!("{path:?} line {}: {e}", i + 1),
+        };
+        if end.is_some() {
+            bail!("{path:?} line {}: content after the end line", i + 1);
+        }
+        match parsed {
+            Line::Header(h) if i == 0 => header = Some(*h),
+            Line::Header(_) => bail!("{path:?} line {}: a second header", i + 1),
+            _ if header.is_none() => bail!("{path:?}: the first line is not a header"),
+            Line::Step(s) => {
+                if s.k != steps.len() {
+                    bail!("{path:?} line {}: step {} out of order", i + 1, s.k);
+                }
+                steps.push(*s);
+            }
+            Line::End(e) => end = Some(e),
+        }
+    }
+    let Some(header) = header else {
+        bail!("{path:?} has no header");
+    };
+    Ok(Trace {
+        header,
+        steps,
+        end,
+        torn,
+    })
+}
+
+/// Writes `lines` to `path` atomically (a temporary file renamed over it).
+pub fn write_atomic(path: &Path, lines: &[Line]) -> Result<()> {
+    let tmp = path.with_extension("jsonl.tmp");
+    {
+        let mut f = std::fs::File::create(&tmp).with_context(|| format!("creating {tmp:?}"))?;
+        for l in lines {
+            writeln!(f, "{}", to_line(l))?;
+        }
+        f.sync_all()?;
+    }
+    std::fs::rename(&tmp, path).with_context(|| format!("renaming {tmp:?} to {path:?}"))?;
+    Ok(())
+}
+
+/// An open trace that steps are appended to.
+pub struct Appender {
+    file: std::fs::File,
+}
+
+impl Appender {
+    /// Opens `path` for appending.
+    pub fn open(path: &Path) -> Result<Self> {
+        let file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(path)
+            .with_context(|| format!("opening {path:?}"))?;
+        Ok(Self { file })
+    }
+
+    /// Appends one line and flushes it to the OS.
+    pub fn push(&mut self, line: &Line) -> Result<()> {
+        let mut s = to_line(line);
+        s.push('\n');
+        self.file.write_all(s.as_bytes())?;
+        self.file.flush()?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn header() -> Header {
+        Header {
+            version: 1,
+            experiment: "e".into(),
+            problem: "p".into(),
+            policy: "q".into(),
+            acquisition: "random".into(),
+            seed: 0,
+            problem_seed: 0,
+            dim: 1,
+            optimum: Some(0.0),
+            regret_scale: 1.0,
+            budget: Some(1.0),
+            max_evaluations: None,
+            cost_setting: "uniform".into(),
+            settings: serde_json::json!({}),
+        }
+    }
+
+    fn step(k: usize) -> Step {
+        Step {
+            k,
+            phase: "initial".into(),
+            x: vec![0.1 + 1e-17 * k as f64, 1.0 / 3.0],
+            y: -0.3,
+            cost: 1.0,
+            cumulative_cost: 0.0,
+            total_cost: 1.0,
+            best: -0.3,
+            regret: Some(0.3),
+            acquisition_value: None,
+            lambda: None,
+            predicted_cost: None,
+            params: None,
+            seconds_propose: 0.0,
+            seconds_eval: 0.0,
+        }
+    }
+
+    #[test]
+    fn round_trips_exactly_and_drops_a_torn_last_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.jsonl");
+        let lines = vec![
+            Line::Header(Box::new(header())),
+            Line::Step(Box::new(step(0))),
+            Line::Step(Box::new(step(1))),
+        ];
+        write_atomic(&path, &lines).unwrap();
+        let t = read(&path).unwrap();
+        assert_eq!(t.header, header());
+        assert_eq!(t.steps, vec![step(0), step(1)]);
+        assert!(t.end.is_none() && !t.torn);
+        // A torn write.
+        let mut text = std::fs::read_to_string(&path).unwrap();
+        text.push_str("{\"kind\":\"step\",\"k\":2,\"pha");
+        std::fs::write(&path, &text).unwrap();
+        let t = read(&path).unwrap();
+        assert!(t.torn);
+        assert_eq!(t.steps.len(), 2);
+        // A malformed line in the middle is an error.
+        let bad = text.replacen("\"k\":1", "\"k\":5", 1);
+        std::fs::write(&path, bad).unwrap();
+        assert!(read(&path).is_err());
+    }
+}
