@@ -4,7 +4,6 @@ use anyhow::{Context, Result, anyhow, bail};
 use pandora_problems::Builtin;
 use pandora_study::config::CostKind;
 use pandora_study::storage::Storage;
-use pandora_study::storage::sqlite::SqliteStorage;
 use pandora_study::{Ask, Outcome, Study, StudyConfig, Trial};
 use serde_json::json;
 use std::io::{Read, Write};
@@ -19,15 +18,13 @@ pub fn load_config(path: &str) -> Result<StudyConfig> {
 
 /// Opens the storage named by a URL (`sqlite:PATH`, relative paths from the current directory).
 pub fn open_storage(url: &str) -> Result<Box<dyn Storage>> {
-    if url.starts_with("sqlite:") {
-        Ok(Box::new(
-            SqliteStorage::open_url(url).map_err(|e| anyhow!("opening {url}: {e}"))?,
-        ))
-    } else if url.starts_with("postgres") {
-        bail!("study.storage: PostgreSQL storage is not available yet; use sqlite:PATH")
-    } else {
-        bail!("study.storage: unsupported storage URL '{url}' (expected sqlite:PATH)")
-    }
+    // The URL may hold a password: messages show it redacted.
+    pandora_study::storage::open(url).map_err(|e| {
+        anyhow!(
+            "study.storage: opening {}: {e}",
+            pandora_study::storage::redact_url(url)
+        )
+    })
 }
 
 /// Opens the study of a configuration file.

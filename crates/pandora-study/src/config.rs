@@ -25,10 +25,12 @@
 //! acquisition = "pbgi_d"
 //! lambda0 = 0.1                   # PBGI-D; `lambda` for fixed-λ PBGI
 //! seed = 0
+//! stopping = { rule = "pbgi", lambda = "auto" }   # optional cost-aware stopping rule
 //! ```
 
 use crate::error::{Error, Result};
 use crate::space::{Direction, Param, SearchSpace};
+use pandora_core::stopping::{RuleConfig, StoppingConfig};
 use serde::{Deserialize, Serialize};
 
 /// A whole study configuration.
@@ -196,6 +198,9 @@ pub struct PolicySection {
     /// Seed of the run.
     #[serde(default)]
     pub seed: u64,
+    /// The cost-aware stopping rule (none by default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopping: Option<StudyStopping>,
 }
 
 impl Default for PolicySection {
@@ -208,6 +213,7 @@ impl Default for PolicySection {
             beta: None,
             initial_design: None,
             seed: 0,
+            stopping: None,
         }
     }
 }
@@ -344,6 +350,9 @@ impl StudyConfig {
         if !(self.policy.lambda0 > 0.0 && self.policy.decay > 1.0) {
             return Err(Error::invalid("policy", "need lambda0 > 0 and decay > 1"));
         }
+        if let Some(s) = &self.policy.stopping {
+            s.validate(self)?;
+        }
         Ok(())
     }
 
@@ -367,5 +376,206 @@ impl StudyConfig {
     /// The unit-cube dimension.
     pub fn dim(&self) -> usize {
         self.search_space().dim()
+    }
+}
+
+/// How the stopping rule's λ is chosen.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum StoppingLambda {
+    /// Given in the stopping table (`lambda = 1e-5`).
+    Fixed(f64),
+    /// `lambda = "auto"`: `λ = U/(B − C)` from `[budget] total`, computed once at the first model
+    /// step after the initial design (see `docs/stopping.md`).
+    Auto,
+    /// Not given: the study's fixed λ (`[policy] lambda`, acquisition `pbgi`).
+    Study,
+}
+
+/// `[policy] stopping`: a stopping rule of `pandora_core::stopping` plus the study-level
+/// settings. Reads from a rule name (`stopping = "pbgi"`) or a table (`rule = "pbgi"`, the rule's
+/// parameters, `lambda = 1e-5 | "auto"`, `u_samples`). Unknown keys are errors.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "serde_json::Value", into = "serde_json::Value")]
+pub struct StudyStopping {
+    /// The core rule configuration (its `lambda` is set when λ is [`StoppingLambda::Fixed`]).
+    pub rule: StoppingConfig,
+    /// How λ is chosen.
+    pub lambda: StoppingLambda,
+    /// Prior sample paths used to estimate `U` for `lambda = "auto"` (default 64).
+    pub u_samples: usize,
+    /// With `lambda = "auto"` and acquisition `pbgi_d`: PBGI-D starts from the automatic λ
+    /// instead of `lambda0` (default false).
+    pub start_pbgi_d: bool,
+}
+
+/// Default number of prior paths in the `U` estimate of `lambda = "auto"`.
+pub const DEFAULT_U_SAMPLES: usize = 64;
+
+/// Rules a study can check (the others need state or data a study step does not keep).
+const STUDY_RULES: &str = "pbgi (alias log-eipc)";
+
+/// Every key of `given` must exist (recursively) in `known`.
+fn check_known_keys(
+    given: &serde_json::Value,
+    known: &serde_json::Value,
+    path: &str,
+) -> std::result::Result<(), String> {
+    if let (Some(g), Some(k)) = (given.as_object(), known.as_object()) {
+        for (key, v) in g {
+            match k.get(key) {
+                None => {
+                    let mut names: Vec<&str> = k.keys().map(String::as_str).collect();
+                    if path == "policy.stopping" {
+                        names.extend(["u_samples", "start_pbgi_d"]);
+                    }
+                    return Err(format!(
+                        "{path}: unknown key '{key}' (known: {})",
+                        names.join(", ")
+                    ));
+                }
+                Some(kv) => check_known_keys(v, kv, &format!("{path}.{key}"))?,
+            }
+        }
+    }
+    Ok(())
+}
+
+impl TryFrom<serde_json::Value> for StudyStopping {
+    type Error = String;
+    fn try_from(v: serde_json::Value) -> std::result::Result<Self, String> {
+        let (rule, lambda, u_samples, start_pbgi_d) = match v {
+            serde_json::Value::String(name) => (
+                StoppingConfig::from_name(&name).map_err(|e| e.to_string())?,
+                StoppingLambda::Study,
+                DEFAULT_U_SAMPLES,
+                false,
+            ),
+            serde_json::Value::Object(mut m) => {
+                if !m.get("rule").is_some_and(|r| r.is_string()) {
+                    return Err("policy.stopping: a table needs `rule = \"pbgi\"`".into());
+                }
+                let lambda = match m.get("lambda") {
+                    None => StoppingLambda::Study,
+                    Some(serde_json::Value::String(s)) if s == "auto" => {
+                        m.remove("lambda");
+                        StoppingLambda::Auto
+                    }
+                    Some(l) => match l.as_f64() {
+                        Some(x) if x.is_finite() && x > 0.0 => StoppingLambda::Fixed(x),
+                        _ => {
+                            return Err(format!(
+                                "policy.stopping.lambda: must be a number > 0 or \"auto\", got {l}"
+                            ));
+                        }
+                    },
+                };
+                let u_samples = match m.remove("u_samples") {
+                    None => DEFAULT_U_SAMPLES,
+                    Some(u) => match u.as_u64() {
+                        Some(n) if n >= 2 => n as usize,
+                        _ => {
+                            return Err(format!(
+                                "policy.stopping.u_samples: must be an integer >= 2, got {u}"
+                            ));
+                        }
+                    },
+                };
+                let start_pbgi_d = match m.remove("start_pbgi_d") {
+                    None => false,
+                    Some(serde_json::Value::Bool(b)) => b,
+                    Some(o) => {
+                        return Err(format!(
+                            "policy.stopping.start_pbgi_d: must be true or false, got {o}"
+                        ));
+                    }
+                };
+                let given = serde_json::Value::Object(m);
+                let rule: StoppingConfig = serde_json::from_value(given.clone())
+                    .map_err(|e| format!("policy.stopping: {e}"))?;
+                let known = serde_json::to_value(&rule).map_err(|e| e.to_string())?;
+                check_known_keys(&given, &known, "policy.stopping")?;
+                (rule, lambda, u_samples, start_pbgi_d)
+            }
+            other => {
+                return Err(format!(
+                    "policy.stopping: expected a rule name or a table, got {other}"
+                ));
+            }
+        };
+        if !matches!(rule.rule, RuleConfig::Pbgi { .. }) {
+            return Err(format!(
+                "policy.stopping: only the {STUDY_RULES} rule can stop a study; the other rules \
+                 are for offline evaluation (pandora_core::stopping::replay)"
+            ));
+        }
+        Ok(Self {
+            rule,
+            lambda,
+            u_samples,
+            start_pbgi_d,
+        })
+    }
+}
+
+impl From<StudyStopping> for serde_json::Value {
+    fn from(s: StudyStopping) -> Self {
+        let mut v = serde_json::to_value(&s.rule).unwrap_or(serde_json::Value::Null);
+        if let Some(m) = v.as_object_mut() {
+            if s.lambda == StoppingLambda::Auto {
+                m.insert("lambda".into(), "auto".into());
+            }
+            if s.u_samples != DEFAULT_U_SAMPLES {
+                m.insert("u_samples".into(), s.u_samples.into());
+            }
+            if s.start_pbgi_d {
+                m.insert("start_pbgi_d".into(), true.into());
+            }
+        }
+        v
+    }
+}
+
+impl StudyStopping {
+    /// λ when it is known from the configuration alone (`None` for `"auto"`).
+    pub fn configured_lambda(&self, config: &StudyConfig) -> Option<f64> {
+        match self.lambda {
+            StoppingLambda::Fixed(l) => Some(l),
+            StoppingLambda::Auto => None,
+            StoppingLambda::Study => config.policy.lambda,
+        }
+    }
+
+    fn validate(&self, config: &StudyConfig) -> Result<()> {
+        let err = |r: String| Error::invalid("policy.stopping", r);
+        match self.lambda {
+            StoppingLambda::Auto if config.budget.total.is_none() => {
+                return Err(Error::invalid(
+                    "policy.stopping.lambda",
+                    "\"auto\" chooses lambda from the budget: it needs [budget] total",
+                ));
+            }
+            _ if self.start_pbgi_d
+                && (self.lambda != StoppingLambda::Auto
+                    || config.policy.acquisition != "pbgi_d") =>
+            {
+                return Err(Error::invalid(
+                    "policy.stopping.start_pbgi_d",
+                    "needs lambda = \"auto\" and acquisition = \"pbgi_d\"",
+                ));
+            }
+            StoppingLambda::Study if config.policy.lambda.is_none() => {
+                return Err(Error::invalid(
+                    "policy.stopping.lambda",
+                    "the pbgi rule needs a cost scale: set `lambda = <number>` or \
+                     `lambda = \"auto\"` (with a budget) in the stopping table, or use \
+                     acquisition = \"pbgi\" with [policy] lambda",
+                ));
+            }
+            _ => {}
+        }
+        // Every other parameter (debounce, window, ...) is checked by building the rule.
+        let lam = self.configured_lambda(config).unwrap_or(1.0);
+        self.rule.build(Some(lam)).map_err(|e| err(e.to_string()))?;
+        Ok(())
     }
 }

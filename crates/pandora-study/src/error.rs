@@ -14,6 +14,10 @@ pub enum Error {
     /// A storage backend failed.
     #[error("storage: {0}")]
     Storage(String),
+    /// The PostgreSQL server or driver failed (connection, login, statement); the message never
+    /// contains the password of the storage URL.
+    #[error("PostgreSQL: {0}")]
+    Postgres(String),
     /// The study or trial does not exist.
     #[error("not found: {0}")]
     NotFound(String),

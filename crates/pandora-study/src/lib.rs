@@ -17,5 +17,5 @@ pub mod trial;
 
 pub use config::StudyConfig;
 pub use error::{Error, Result};
-pub use study::{Ask, Finished, Study, Summary};
+pub use study::{Ask, Finished, StoppingStatus, Study, Summary};
 pub use trial::{NewTrial, Outcome, Trial, TrialState};

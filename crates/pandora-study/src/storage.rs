@@ -1,8 +1,13 @@
 //! Persistent storage of studies and trials: one trait, backends in submodules.
+//!
+//! [`open`] picks the backend from a URL: `sqlite:PATH` ([`sqlite::SqliteStorage`], an embedded
+//! file) or `postgresql://USER[:PASSWORD]@HOST[:PORT]/DB` ([`postgres::PostgresStorage`], a server
+//! shared by workers on many machines). Both have the same semantics, documented on [`Storage`].
 
+pub mod postgres;
 pub mod sqlite;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::trial::{NewTrial, Outcome, Trial};
 
 /// The decision callback of [`Storage::ask_with`]: given the study's trials and state, the next
@@ -28,6 +33,14 @@ pub trait Storage: Send {
     /// so no two workers receive the same trial and each decision sees all pending trials.
     fn ask_with(&mut self, study: &str, worker: &str, decide: &mut Decide<'_>) -> Result<Trial>;
 
+    /// Atomically reads the study's state and, if `update` returns a new one, stores it (no trial
+    /// is inserted); returns the state now stored. `update` returning `None` makes this a read.
+    fn update_state(
+        &mut self,
+        study: &str,
+        update: &mut dyn FnMut(&serde_json::Value) -> Result<Option<serde_json::Value>>,
+    ) -> Result<serde_json::Value>;
+
     /// Records the outcome of a running trial (durable before returning). A late outcome for an
     /// abandoned trial is recorded too (the evaluation was paid for); telling a complete or
     /// failed trial is an error that changes nothing.
@@ -44,10 +57,170 @@ pub trait Storage: Send {
     fn abandon_stale(&mut self, study: &str, timeout_s: f64) -> Result<Vec<u64>>;
 }
 
+/// Opens the storage named by a URL: `sqlite:PATH` (also `sqlite://PATH`, `sqlite::memory:`;
+/// see [`sqlite::SqliteStorage::open_url`]) or `postgresql://...` / `postgres://...` (see
+/// [`postgres`]). Anything else is an [`Error::Invalid`] naming the accepted forms. Error messages
+/// never contain a password from the URL.
+pub fn open(url: &str) -> Result<Box<dyn Storage>> {
+    if url.starts_with("sqlite:") {
+        Ok(Box::new(sqlite::SqliteStorage::open_url(url)?))
+    } else if url.starts_with("postgresql://") || url.starts_with("postgres://") {
+        Ok(Box::new(postgres::PostgresStorage::open_url(url)?))
+    } else {
+        Err(Error::invalid(
+            "storage URL",
+            format!(
+                "unsupported storage URL {:?}: expected sqlite:PATH or \
+                 postgresql://USER[:PASSWORD]@HOST[:PORT]/DATABASE",
+                redact_url(url)
+            ),
+        ))
+    }
+}
+
+/// The URL with its password (in `scheme://user:PASSWORD@host` or a `password=` parameter)
+/// replaced by `***`, for messages and logs.
+pub fn redact_url(url: &str) -> String {
+    let mut out = url.to_owned();
+    if let Some(start) = out.find("://").map(|i| i + 3) {
+        // As libpq-style parsers do, the credentials end at the first '@'.
+        if let Some(at) = out[start..].find('@').map(|i| start + i)
+            && let Some(colon) = out[start..at].find(':').map(|i| start + i)
+        {
+            out.replace_range(colon + 1..at, "***");
+        }
+    }
+    if let Some(q) = out.find('?') {
+        let (base, query) = out.split_at(q + 1);
+        let query: Vec<String> = query
+            .split('&')
+            .map(|pair| match pair.split_once('=') {
+                Some((k, _)) if k.eq_ignore_ascii_case("password") => format!("{k}=***"),
+                _ => pair.to_owned(),
+            })
+            .collect();
+        out = format!("{base}{}", query.join("&"));
+    }
+    out
+}
+
+/// Checks that `v` is a finite number; the error names `what`.
+pub(crate) fn finite(what: &str, v: f64) -> Result<f64> {
+    if v.is_finite() {
+        Ok(v)
+    } else {
+        Err(Error::invalid(what, format!("must be finite, got {v}")))
+    }
+}
+
+/// An outcome checked by [`validate_outcome`], as stored in the `trials` columns.
+pub(crate) struct ValidOutcome<'a> {
+    pub(crate) state: crate::trial::TrialState,
+    pub(crate) objective: Option<f64>,
+    pub(crate) cost: Option<f64>,
+    pub(crate) error: Option<&'a str>,
+}
+
+/// Validates an outcome before anything is written (NaN, infinities and impossible costs are
+/// refused with an error naming the field): a complete trial needs a finite objective and a
+/// finite cost > 0, a failed trial's cost, if known, must be finite and >= 0.
+pub(crate) fn validate_outcome(outcome: &Outcome) -> Result<ValidOutcome<'_>> {
+    use crate::trial::TrialState;
+    match outcome {
+        Outcome::Complete { objective, cost } => {
+            let objective = finite("objective", *objective)?;
+            let cost = finite("cost", *cost)?;
+            if cost <= 0.0 {
+                return Err(Error::invalid(
+                    "cost",
+                    format!("a complete trial's cost must be > 0, got {cost}"),
+                ));
+            }
+            Ok(ValidOutcome {
+                state: TrialState::Complete,
+                objective: Some(objective),
+                cost: Some(cost),
+                error: None,
+            })
+        }
+        Outcome::Failed { reason, cost } => {
+            let cost = match cost {
+                None => None,
+                Some(c) => {
+                    let c = finite("cost", *c)?;
+                    if c < 0.0 {
+                        return Err(Error::invalid(
+                            "cost",
+                            format!("a failed trial's cost must be >= 0, got {c}"),
+                        ));
+                    }
+                    Some(c)
+                }
+            };
+            Ok(ValidOutcome {
+                state: TrialState::Failed,
+                objective: None,
+                cost,
+                error: Some(reason.as_str()),
+            })
+        }
+    }
+}
+
 /// Seconds since the Unix epoch.
 pub fn now() -> f64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs_f64())
         .unwrap_or(0.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_are_redacted() {
+        assert_eq!(
+            redact_url("postgresql://bob:s3cret@db.example:5432/studies?schema=a"),
+            "postgresql://bob:***@db.example:5432/studies?schema=a"
+        );
+        assert_eq!(
+            redact_url("postgres://bob@host/db?password=hunter2&sslmode=disable"),
+            "postgres://bob@host/db?password=***&sslmode=disable"
+        );
+        assert_eq!(redact_url("postgresql://h/db"), "postgresql://h/db");
+        assert_eq!(redact_url("sqlite:a.db"), "sqlite:a.db");
+        // A password containing ':' is redacted whole.
+        assert_eq!(
+            redact_url("postgresql://u:a:b@h/db"),
+            "postgresql://u:***@h/db"
+        );
+    }
+
+    #[test]
+    fn open_dispatches_on_the_scheme() {
+        let mut s = open("sqlite::memory:").unwrap();
+        assert!(s.studies().unwrap().is_empty());
+        for bad in ["mysql://u:pw-x@h/db", "pandora.db", "", "SQLITE:a.db"] {
+            match open(bad) {
+                Err(Error::Invalid { what, reason }) => {
+                    assert_eq!(what, "storage URL");
+                    assert!(reason.contains("sqlite:PATH"), "{reason}");
+                    assert!(!reason.contains("pw-x"), "{reason}");
+                }
+                Err(e) => panic!("{bad:?}: unexpected error {e}"),
+                Ok(_) => panic!("{bad:?} must be refused"),
+            }
+        }
+        // A PostgreSQL URL goes to the PostgreSQL backend: nothing listens on port 1.
+        match open("postgresql://u:pw-secret@127.0.0.1:1/db?connect_timeout=5") {
+            Err(Error::Postgres(msg)) => {
+                assert!(msg.contains("127.0.0.1"), "{msg}");
+                assert!(!msg.contains("pw-secret"), "{msg}");
+            }
+            Err(e) => panic!("unexpected error {e}"),
+            Ok(_) => panic!("nothing listens on port 1"),
+        }
+    }
 }

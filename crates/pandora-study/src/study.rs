@@ -17,6 +17,11 @@ use pandora_core::gp::{GpParams, Kernel, KernelKind};
 use pandora_core::policy::{
     CostSetting, History, Phase, Proposal, StepConfig, StepContext, design_point, propose,
 };
+use pandora_core::stopping::budget::{
+    UEstimatorOptions, UReference, estimate_u, lambda_from_budget,
+};
+use pandora_core::stopping::step::{models_from_proposal, supplied_from_proposal};
+use pandora_core::stopping::{CostInfo, Decision, Report, RunState, StoppingRule};
 use serde_json::json;
 
 /// Why a study does not hand out another trial.
@@ -31,6 +36,13 @@ pub enum Finished {
     },
     /// The configured number of trials is reached.
     MaxTrials(u64),
+    /// The cost-aware stopping rule fired: more evaluations are not worth their cost.
+    Stopped {
+        /// The rule's name (`"pbgi"`).
+        rule: String,
+        /// Why, with the statistic and its threshold.
+        reason: String,
+    },
 }
 
 impl std::fmt::Display for Finished {
@@ -40,6 +52,7 @@ impl std::fmt::Display for Finished {
                 write!(f, "budget exhausted: spent {spent:.4} of {total:.4}")
             }
             Finished::MaxTrials(n) => write!(f, "reached max_trials = {n}"),
+            Finished::Stopped { reason, .. } => write!(f, "stopping rule fired: {reason}"),
         }
     }
 }
@@ -66,6 +79,31 @@ pub struct Summary {
     pub best: Option<Trial>,
     /// PBGI-D's current λ (or the fixed λ).
     pub lambda: Option<f64>,
+    /// The stopping rule's last check (at the stop if it fired), if a rule is configured and has
+    /// been checked.
+    pub stopping: Option<StoppingStatus>,
+    /// Why the stopping rule stopped the study (`None` while it runs).
+    pub stop_reason: Option<String>,
+}
+
+/// The last check of a study's stopping rule, for status displays.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoppingStatus {
+    /// The rule (`"pbgi"`).
+    pub rule: String,
+    /// The rule's λ.
+    pub lambda: f64,
+    /// The headline statistic's name (`"max_log_eipc"`, or `"log_mean_eipc_window"` with a
+    /// moving-average window).
+    pub statistic: String,
+    /// Its value (NaN until available, e.g. before a window is full).
+    pub value: f64,
+    /// Its threshold (`log λ`).
+    pub threshold: f64,
+    /// BO evaluations at the check.
+    pub iteration: usize,
+    /// Whether the rule fired at this check.
+    pub fired: bool,
 }
 
 /// A study bound to a storage.
@@ -166,6 +204,8 @@ impl Study {
             slope: config.cost.slope,
         };
         let mut finished: Option<Finished> = None;
+        let mut stop_record: Option<serde_json::Value> = None;
+        let mut pending_stopping_state: Option<serde_json::Value> = None;
         let mut decide = |trials: &[Trial], state: &serde_json::Value| {
             let n_init = step.initial_design.unwrap_or(2 * (d + 1));
             let mut x = Vec::new();
@@ -190,14 +230,18 @@ impl Study {
                     _ => {}
                 }
             }
+            if let Some(stopped) = stored_stop(&config, state) {
+                finished = Some(stopped);
+                return Err(Error::invalid("study", "finished"));
+            }
             if let Some(m) = config.budget.max_trials
                 && trials.len() as u64 >= m
             {
                 finished = Some(Finished::MaxTrials(m));
                 return Err(Error::invalid("study", "finished"));
             }
-            let lambda = replay_lambda(&config, trials);
-            let ctx = StepContext {
+            let lambda = replay_lambda(&config, trials, pbgi_d_start(&config, state));
+            let mut ctx = StepContext {
                 cumulative_cost: spent,
                 remaining_budget: config.budget.total.map(|b| b - spent),
                 total_budget: config.budget.total,
@@ -238,6 +282,20 @@ impl Study {
             } else {
                 propose(d, history, &step, &ctx, cost, seed, warm.as_ref())?
             };
+            // PBGI-D started from the automatic λ: at the first model step, fit, choose λ, and
+            // propose again from it.
+            let mut auto_record: Option<serde_json::Value> = None;
+            if let Some(sc) = &config.policy.stopping
+                && sc.start_pbgi_d
+                && prop.phase == Phase::Model
+                && pbgi_d_start(&config, state).is_none()
+                && let Some(models) = models_from_proposal(d, &history, &step, &prop)?
+            {
+                let (lam, rec) = auto_lambda(&models.model, sc, &config, spent, trials.len())?;
+                auto_record = Some(rec);
+                ctx.lambda = Some(lam);
+                prop = propose(d, history, &step, &ctx, cost, seed, warm.as_ref())?;
+            }
             prop.x = space.snap(&prop.x);
             if let (Some(total), Some(next)) = (config.budget.total, known_cost(&config, &prop.x)) {
                 let counts = config.budget.count_initial || prop.phase != Phase::InitialDesign;
@@ -271,6 +329,69 @@ impl Study {
             } else {
                 serde_json::Value::Null
             };
+            // The stopping rule, on the posterior of all complete data (after-posterior-update
+            // semantics): if it fires, the proposal is discarded.
+            let mut stopping_state = auto_record.or_else(|| state.get("stopping").cloned());
+            let mut stopping_data = serde_json::Value::Null;
+            if let (Some(sc), Phase::Model) = (&config.policy.stopping, prop.phase)
+                && let Some(models) = models_from_proposal(d, &history, &step, &prop)?
+            {
+                let lambda = match sc.configured_lambda(&config) {
+                    Some(l) => l,
+                    None => match stopping_state.as_ref().and_then(|s| s["lambda"].as_f64()) {
+                        Some(l) => l,
+                        None => {
+                            // λ = U/(B − C), once, from the first model fit.
+                            let (lam, rec) =
+                                auto_lambda(&models.model, sc, &config, spent, trials.len())?;
+                            stopping_state = Some(rec);
+                            lam
+                        }
+                    },
+                };
+                let mut rule = sc.rule.build(Some(lambda))?;
+                replay_rule(rule.as_mut(), trials, lambda)?;
+                let unknown = models.cost_model.is_some();
+                let mut supplied =
+                    supplied_from_proposal(&step, &history, &prop, unknown, Some(lambda));
+                // Always the LogEIPC form, so every trial records the same statistic.
+                supplied.max_pbgi_index = None;
+                let cost_info = match (&models.cost_model, config.cost.kind) {
+                    (Some(cm), _) => CostInfo::Unknown(cm),
+                    (None, CostKind::Known) => CostInfo::Known(&linear),
+                    _ => CostInfo::Uniform,
+                };
+                let run = RunState {
+                    d,
+                    x: &x,
+                    y: &y,
+                    cost: &c,
+                    n_initial: n_init.min(y.len()),
+                    model: Some(&models.model),
+                    previous_model: None,
+                    cost_info,
+                    candidates: None,
+                    supplied,
+                    seed,
+                };
+                let dec = rule.check(&run)?;
+                stopping_data = report_json(dec.report(), lambda, dec.is_stop());
+                if let Decision::Stop { reason, report } = dec {
+                    stop_record = Some(json!({
+                        "rule": report.rule,
+                        "reason": reason,
+                        "config": serde_json::Value::from(sc.clone()),
+                        "check": stopping_data,
+                        "at_trial": trials.len(),
+                    }));
+                    finished = Some(Finished::Stopped {
+                        rule: report.rule.clone(),
+                        reason,
+                    });
+                    pending_stopping_state = stopping_state;
+                    return Err(Error::invalid("study", "finished"));
+                }
+            }
             let decision = json!({
                 "phase": phase,
                 "acquisition": config.policy.acquisition,
@@ -280,11 +401,22 @@ impl Study {
                 "cost_params": prop.cost_params.as_ref().map(params_to_json),
                 "predicted_cost": prop.predicted_cost.or(known_cost(&config, &prop.x)),
                 "pending": pending.len() / d.max(1),
+                "stopping": stopping_data,
             });
-            let new_state = match &prop.params {
-                Some(p) => json!({ "params": params_to_json(p) }),
-                None => state.clone(),
+            let mut new_state = match state {
+                serde_json::Value::Object(_) => state.clone(),
+                _ => json!({}),
             };
+            if let Some(p) = &prop.params {
+                new_state["params"] = params_to_json(p);
+            }
+            // A stop of an earlier stopping config no longer applies once the study continues.
+            if let Some(m) = new_state.as_object_mut() {
+                m.remove("stopped");
+            }
+            if let Some(s) = stopping_state {
+                new_state["stopping"] = s;
+            }
             Ok((
                 NewTrial {
                     params: space.decode(&prop.x),
@@ -294,7 +426,23 @@ impl Study {
                 new_state,
             ))
         };
-        match self.storage.ask_with(&name, worker, &mut decide) {
+        let result = self.storage.ask_with(&name, worker, &mut decide);
+        if let Some(record) = stop_record {
+            // Keep the stop (and an automatic λ) in the study state: a later ask or resume
+            // reports it without refitting.
+            self.storage.update_state(&name, &mut |state| {
+                let mut s = match state {
+                    serde_json::Value::Object(_) => state.clone(),
+                    _ => json!({}),
+                };
+                s["stopped"] = record.clone();
+                if let Some(l) = &pending_stopping_state {
+                    s["stopping"] = l.clone();
+                }
+                Ok(Some(s))
+            })?;
+        }
+        match result {
             Ok(t) => Ok(Ask::Trial(Box::new(t))),
             Err(e) => match finished {
                 Some(f) => Ok(Ask::Finished(f)),
@@ -353,12 +501,34 @@ impl Study {
                 }
             }
         }
+        let state = self
+            .storage
+            .update_state(&self.config.study.name, &mut |_| Ok(None))?;
+        let stopped = stored_stop(&self.config, &state);
+        let last = match &stopped {
+            Some(_) => Some(&state["stopped"]["check"]),
+            None => trials
+                .iter()
+                .rev()
+                .map(|t| &t.decision["stopping"])
+                .find(|s| s.is_object()),
+        };
+        let stopping = if self.config.policy.stopping.is_some() {
+            last.and_then(status_from_json)
+        } else {
+            None
+        };
         Ok(Summary {
             counts,
             total_cost,
             budget_spent,
             best,
-            lambda: replay_lambda(&self.config, &trials),
+            lambda: replay_lambda(&self.config, &trials, pbgi_d_start(&self.config, &state)),
+            stopping,
+            stop_reason: stopped.map(|f| match f {
+                Finished::Stopped { reason, .. } => reason,
+                other => other.to_string(),
+            }),
         })
     }
 }
@@ -405,11 +575,11 @@ fn known_cost(config: &StudyConfig, x: &[f64]) -> Option<f64> {
 }
 
 /// PBGI-D's λ replayed from the trials (see the module docs); the fixed λ for `pbgi`.
-fn replay_lambda(config: &StudyConfig, trials: &[Trial]) -> Option<f64> {
+fn replay_lambda(config: &StudyConfig, trials: &[Trial], start: Option<f64>) -> Option<f64> {
     match config.policy.acquisition.as_str() {
         "pbgi" => config.policy.lambda,
         "pbgi_d" => {
-            let mut lambda = config.policy.lambda0;
+            let mut lambda = start.unwrap_or(config.policy.lambda0);
             let mut best = f64::NEG_INFINITY;
             let dir = config.study.direction;
             for t in trials {
@@ -427,4 +597,128 @@ fn replay_lambda(config: &StudyConfig, trials: &[Trial]) -> Option<f64> {
         }
         _ => None,
     }
+}
+
+/// A non-finite number as JSON `null`.
+fn finite_or_null(v: f64) -> serde_json::Value {
+    if v.is_finite() {
+        json!(v)
+    } else {
+        serde_json::Value::Null
+    }
+}
+
+/// The decision data of one stopping check: the headline statistic and its threshold, whether the
+/// rule fired, and the full report.
+fn report_json(r: &Report, lambda: f64, fired: bool) -> serde_json::Value {
+    let head = r.statistics.first();
+    let raw = r.statistics.iter().find(|s| s.name == "max_log_eipc");
+    json!({
+        "rule": r.rule,
+        "lambda": lambda,
+        "iteration": r.iteration,
+        "statistic": head.map(|s| s.name.clone()),
+        "value": head.map_or(serde_json::Value::Null, |s| finite_or_null(s.value)),
+        "threshold": head.map_or(serde_json::Value::Null, |s| finite_or_null(s.threshold)),
+        "max_log_eipc": raw.map_or(serde_json::Value::Null, |s| finite_or_null(s.value)),
+        "triggered": r.triggered,
+        "consecutive": r.consecutive,
+        "fired": fired,
+        "report": serde_json::to_value(r).unwrap_or(serde_json::Value::Null),
+    })
+}
+
+/// Reads [`report_json`] back for [`Summary`].
+fn status_from_json(v: &serde_json::Value) -> Option<StoppingStatus> {
+    Some(StoppingStatus {
+        rule: v["rule"].as_str()?.to_string(),
+        lambda: v["lambda"].as_f64()?,
+        statistic: v["statistic"].as_str().unwrap_or("").to_string(),
+        value: v["value"].as_f64().unwrap_or(f64::NAN),
+        threshold: v["threshold"].as_f64().unwrap_or(f64::NAN),
+        iteration: v["iteration"].as_u64().unwrap_or(0) as usize,
+        fired: v["fired"].as_bool().unwrap_or(false),
+    })
+}
+
+/// The stop recorded in the study state, if the configured stopping rule is still the one that
+/// fired (changing or removing `[policy] stopping` lets the study continue).
+fn stored_stop(config: &StudyConfig, state: &serde_json::Value) -> Option<Finished> {
+    let rec = state.get("stopped")?;
+    let sc = config.policy.stopping.as_ref()?;
+    if rec["config"] != serde_json::Value::from(sc.clone()) {
+        return None;
+    }
+    Some(Finished::Stopped {
+        rule: rec["rule"].as_str().unwrap_or("pbgi").to_string(),
+        reason: rec["reason"].as_str().unwrap_or("").to_string(),
+    })
+}
+
+/// Feeds a fresh rule the statistics recorded on earlier trials at the same λ, so its moving
+/// window and debounce counter continue across asks (the rule is rebuilt on every ask).
+fn replay_rule(rule: &mut dyn StoppingRule, trials: &[Trial], lambda: f64) -> Result<()> {
+    for t in trials {
+        let s = &t.decision["stopping"];
+        if s["lambda"].as_f64() != Some(lambda) {
+            continue;
+        }
+        let (Some(v), Some(it)) = (s["max_log_eipc"].as_f64(), s["iteration"].as_u64()) else {
+            continue;
+        };
+        // A stand-in run with the recorded iteration count; only the supplied value is used.
+        let zeros = vec![0.0; it as usize + 1];
+        let mut run = RunState::new(1, &zeros, &zeros, &[], 1);
+        run.supplied.max_log_eipc_exp = Some(v);
+        rule.check(&run)?;
+    }
+    Ok(())
+}
+
+/// PBGI-D's starting λ when it starts from the automatic stopping λ (`start_pbgi_d = true`) and
+/// that λ has been chosen.
+fn pbgi_d_start(config: &StudyConfig, state: &serde_json::Value) -> Option<f64> {
+    let sc = config.policy.stopping.as_ref()?;
+    if !sc.start_pbgi_d {
+        return None;
+    }
+    state.get("stopping")?.get("lambda")?.as_f64()
+}
+
+/// `λ = U/(B − C)` from the fitted model (prior paths, `u_samples` of them, the study's seed), with
+/// the record kept in the study state.
+fn auto_lambda(
+    model: &pandora_core::gp::GpModel,
+    sc: &crate::config::StudyStopping,
+    config: &StudyConfig,
+    spent: f64,
+    at_trial: usize,
+) -> Result<(f64, serde_json::Value)> {
+    let total = config
+        .budget
+        .total
+        .ok_or_else(|| Error::invalid("policy.stopping.lambda", "\"auto\" needs a budget"))?;
+    let est = estimate_u(
+        model,
+        UReference::Prior,
+        None,
+        &UEstimatorOptions {
+            samples: sc.u_samples,
+            seed: config.policy.seed,
+            ..UEstimatorOptions::default()
+        },
+    )?;
+    let lam = lambda_from_budget(est.u, total, spent)?;
+    Ok((
+        lam,
+        json!({
+            "lambda": lam,
+            "u": est.u,
+            "u_std_error": finite_or_null(est.std_error),
+            "u_samples": est.samples,
+            "budget": total,
+            "spent": spent,
+            "at_trial": at_trial,
+        }),
+    ))
 }

@@ -390,6 +390,24 @@ impl Storage for SqliteStorage {
         Ok(names.collect::<rusqlite::Result<Vec<_>>>()?)
     }
 
+    fn update_state(
+        &mut self,
+        study: &str,
+        update: &mut dyn FnMut(&serde_json::Value) -> Result<Option<serde_json::Value>>,
+    ) -> Result<serde_json::Value> {
+        let tx = self.immediate()?;
+        let state: serde_json::Value = serde_json::from_str(&study_state(&tx, study)?)?;
+        match update(&state)? {
+            Some(new_state) => {
+                tx.prepare_cached("UPDATE studies SET state = ?2 WHERE name = ?1")?
+                    .execute(params![study, serde_json::to_string(&new_state)?])?;
+                tx.commit()?;
+                Ok(new_state)
+            }
+            None => Ok(state),
+        }
+    }
+
     fn ask_with(&mut self, study: &str, worker: &str, decide: &mut Decide<'_>) -> Result<Trial> {
         // The write lock is held from here to the commit: nobody can insert a trial or change
         // the state between our read and our insert. Any early return drops `tx`, which rolls

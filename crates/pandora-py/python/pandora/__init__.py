@@ -1,0 +1,39 @@
+"""Pandora: cost-aware Bayesian optimization with a Rust core.
+
+The package has three layers:
+
+* **Studies** (:class:`Study`): persistent ask/tell loops over a SQLite database shared with the
+  ``pandora`` command-line tool.
+* **A one-call loop** (:func:`minimize`, :func:`maximize`): optimize a Python function over a box
+  with a budget in cost units (evaluations, seconds of runtime, or any reported cost).
+* **Building blocks** vectorized over NumPy arrays: :class:`GP` (Gaussian-process regression and
+  pathwise posterior samples), :mod:`pandora.acquisition` (EI, LogEI, UCB, EIPC, the Pandora's Box
+  Gittins index, with gradients) and :func:`boxes` (exact Pandora's Box solutions).
+
+Everything heavy runs in Rust with the GIL released. See ``docs/python.md``.
+"""
+
+from ._pandora import __version__
+from . import acquisition
+from ._boxes import boxes
+from ._gp import GP, Paths
+from ._loop import OptimizeResult, maximize, minimize
+from ._space import Categorical, Float, Int, Ordinal
+from ._study import Study, Trial
+
+__all__ = [
+    "__version__",
+    "acquisition",
+    "boxes",
+    "Categorical",
+    "Float",
+    "GP",
+    "Int",
+    "maximize",
+    "minimize",
+    "OptimizeResult",
+    "Ordinal",
+    "Paths",
+    "Study",
+    "Trial",
+]

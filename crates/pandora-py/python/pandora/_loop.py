@@ -1,0 +1,264 @@
+"""The one-call loop: :func:`minimize` and :func:`maximize` a Python function over a box."""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from ._study import Study
+
+CostArg = Union[None, str, Callable[[np.ndarray], float]]
+
+
+class OptimizeResult:
+    """The result of :func:`minimize` / :func:`maximize`.
+
+    Attributes:
+        x: the best point found (a NumPy array in the original bounds).
+        fun: its objective value.
+        nfev: number of evaluations.
+        total_cost: cost of all evaluations.
+        budget_spent: cost counted toward the budget.
+        stop_reason: why the loop stopped (``"budget exhausted: ..."``, ``"reached max_trials =
+            N"``; the PBGI stopping rule will add its reason when available).
+        history: one dict per evaluation: ``number``, ``x``, ``value``, ``cost``, ``phase``
+            (``initial``/``model``/``random``), ``best`` (best value so far).
+        study: the underlying :class:`pandora.Study` (in memory unless ``storage=`` was given).
+    """
+
+    def __init__(self, x: np.ndarray, fun: float, history: List[Dict[str, Any]],
+                 stop_reason: Optional[str], study: Study, total_cost: float,
+                 budget_spent: float) -> None:
+        self.x = x
+        self.fun = fun
+        self.history = history
+        self.nfev = len(history)
+        self.stop_reason = stop_reason
+        self.study = study
+        self.total_cost = total_cost
+        self.budget_spent = budget_spent
+
+    def __repr__(self) -> str:
+        return (f"OptimizeResult(fun={self.fun!r}, x={np.array2string(self.x, precision=6)}, "
+                f"nfev={self.nfev}, total_cost={self.total_cost:.4g}, "
+                f"stop_reason={self.stop_reason!r})")
+
+
+class _Progress:
+    """tqdm.auto (terminals and notebooks) if installed, else one updating stderr line on a
+    terminal, else nothing."""
+
+    def __init__(self, enabled: bool, total: Optional[float], unit: str) -> None:
+        self.bar = None
+        self.line = False
+        self.total = total
+        self.unit = unit
+        if not enabled:
+            return
+        try:
+            from tqdm.auto import tqdm  # type: ignore
+
+            self.bar = tqdm(total=total, unit=unit, desc="pandora", leave=True)
+        except Exception:  # noqa: BLE001 - any import problem: fall back to the plain line
+            self.line = sys.stderr.isatty()
+
+    def update(self, n: int, spent: float, cost: float, best: float) -> None:
+        if self.bar is not None:
+            self.bar.update(cost if self.total is not None else 1)
+            self.bar.set_postfix(best=f"{best:.6g}", trials=n, refresh=False)
+        elif self.line:
+            tot = f"/{self.total:.4g}" if self.total is not None else ""
+            sys.stderr.write(f"\rpandora: {n} trials, cost {spent:.4g}{tot} {self.unit}, "
+                             f"best {best:.6g}   ")
+            sys.stderr.flush()
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+        elif self.line:
+            sys.stderr.write("\n")
+
+
+def _check_bounds(bounds: Any) -> np.ndarray:
+    try:
+        b = np.asarray(bounds, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError("bounds must be a sequence of (low, high) pairs") from None
+    if b.ndim != 2 or b.shape[1] != 2 or b.shape[0] == 0:
+        raise ValueError(f"bounds must have shape (d, 2) with d >= 1, got shape {b.shape}")
+    for k, (lo, hi) in enumerate(b):
+        if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+            raise ValueError(f"bounds[{k}] = ({lo}, {hi}): need finite low < high")
+    return b
+
+
+def _optimize(
+    f: Callable[[np.ndarray], Any],
+    bounds: Any,
+    direction: str,
+    *,
+    budget: Optional[float],
+    cost: CostArg,
+    acquisition: str,
+    seed: int,
+    max_trials: Optional[int],
+    initial_design: Optional[int],
+    lam: Optional[float],
+    progress: bool,
+    storage: Optional[str],
+    name: Optional[str],
+) -> OptimizeResult:
+    if not callable(f):
+        raise ValueError("f must be callable")
+    b = _check_bounds(bounds)
+    d = b.shape[0]
+    if budget is None and max_trials is None:
+        raise ValueError("give a budget (in cost units) and/or max_trials")
+    if cost is None:
+        kind = "uniform"
+    elif cost == "runtime":
+        kind = "runtime"
+    elif cost == "reported":
+        kind = "reported"
+    elif callable(cost):
+        kind = "reported"
+    else:
+        raise ValueError(f"cost must be None, 'runtime', 'reported' or a callable, got {cost!r}")
+    space = {f"x{k}": (float(b[k, 0]), float(b[k, 1])) for k in range(d)}
+    study = Study.create(
+        name or f"{direction}-{int(time.time() * 1e6)}",
+        storage or "sqlite::memory:",
+        space=space,
+        direction=direction,
+        cost=kind,
+        budget=budget,
+        max_trials=max_trials,
+        acquisition=acquisition,
+        seed=seed,
+        initial_design=initial_design,
+        lam=lam,
+    )
+    unit = {"uniform": "evals", "runtime": "s"}.get(kind, "cost")
+    bar = _Progress(progress, budget, unit)
+    history: List[Dict[str, Any]] = []
+    sign = 1.0 if direction == "maximize" else -1.0
+    best = -math.inf
+    spent = 0.0
+    try:
+        while True:
+            trial = study.ask()
+            if trial is None:
+                break
+            x = np.array([trial.params[f"x{k}"] for k in range(d)], dtype=float)
+            t0 = time.perf_counter()
+            try:
+                out = f(x.copy())
+            except BaseException:
+                study.tell(trial, failed="exception in the objective",
+                           cost=time.perf_counter() - t0 if kind == "runtime" else None)
+                raise
+            elapsed = max(time.perf_counter() - t0, 1e-9)
+            c: Optional[float]
+            if cost == "reported":
+                if not (isinstance(out, tuple) and len(out) == 2):
+                    raise ValueError("with cost='reported', f must return (value, cost)")
+                value, c = float(out[0]), float(out[1])
+            else:
+                value = float(out)
+                c = elapsed if kind == "runtime" else None
+                if callable(cost):
+                    c = float(cost(x.copy()))
+            if c is not None and not (math.isfinite(c) and c > 0):
+                study.tell(trial, failed=f"invalid cost {c}", cost=None)
+                raise ValueError(f"the cost must be finite and > 0, got {c} at x = {x}")
+            if not math.isfinite(value):
+                study.tell(trial, failed=f"non-finite value {value}", cost=c)
+                history.append({"number": trial.number, "x": x, "value": value, "cost": c,
+                                "phase": trial.decision.get("phase"), "best": sign * best})
+                continue
+            t = study.tell(trial, value, c)
+            best = max(best, sign * value)
+            spent += t["cost"]
+            history.append({"number": trial.number, "x": x, "value": value, "cost": t["cost"],
+                            "phase": trial.decision.get("phase"), "best": sign * best})
+            bar.update(len(history), spent, t["cost"], sign * best)
+    finally:
+        bar.close()
+    s = study.summary
+    if s["best"] is None:
+        x_best = np.full(d, np.nan)
+        f_best = math.nan
+    else:
+        x_best = np.array([s["best"]["params"][f"x{k}"] for k in range(d)], dtype=float)
+        f_best = float(s["best"]["value"])
+    return OptimizeResult(x_best, f_best, history, study.stop_reason, study,
+                          float(s["total_cost"]), float(s["budget_spent"]))
+
+
+def minimize(
+    f: Callable[[np.ndarray], Any],
+    bounds: Sequence[Tuple[float, float]],
+    *,
+    budget: Optional[float] = None,
+    cost: CostArg = None,
+    acquisition: str = "pbgi_d",
+    seed: int = 0,
+    max_trials: Optional[int] = None,
+    initial_design: Optional[int] = None,
+    lam: Optional[float] = None,
+    progress: bool = True,
+    storage: Optional[str] = None,
+    name: Optional[str] = None,
+) -> OptimizeResult:
+    """Minimizes ``f(x)`` over the box ``bounds`` by cost-aware Bayesian optimization.
+
+    Args:
+        f: objective, called with a 1-D NumPy array of length ``d``; returns a float (or
+            ``(value, cost)`` with ``cost="reported"``). A non-finite value marks the trial failed.
+        bounds: ``d`` pairs ``(low, high)``.
+        budget: total budget in cost units: evaluations for ``cost=None``, seconds for
+            ``"runtime"``, the callable's units otherwise. The loop stops before a trial that
+            cannot fit (for unknown costs: whose *predicted* cost does not fit).
+        cost: ``None`` (every evaluation costs 1), ``"runtime"`` (measured wall time of ``f``),
+            ``"reported"`` (``f`` returns ``(value, cost)``), or a callable ``cost(x) -> c > 0``
+            called after each evaluation. The policy learns unknown costs with a log-cost GP.
+        acquisition: ``"pbgi_d"`` (default: the Pandora's Box Gittins index with λ decayed by the
+            Gittins stopping condition), ``"pbgi"`` (fixed ``lam``), ``"log_ei"``, ``"log_eipc"``,
+            ``"ei"``, ``"ucb"``, ``"ts"``, ``"random"``, ...
+        seed: seed of the initial design and the policy (runs are reproducible).
+        max_trials: maximum number of evaluations.
+        initial_design: size of the Sobol initial design (default ``2 (d + 1)``).
+        progress: show a progress bar (tqdm.auto if installed, else a stderr line on terminals).
+        storage, name: keep the study in this database under this name (default: in memory).
+
+    Returns:
+        An :class:`OptimizeResult` (best ``x`` and ``fun``, ``history``, ``stop_reason``, costs).
+    """
+    return _optimize(f, bounds, "minimize", budget=budget, cost=cost, acquisition=acquisition,
+                     seed=seed, max_trials=max_trials, initial_design=initial_design, lam=lam,
+                     progress=progress, storage=storage, name=name)
+
+
+def maximize(
+    f: Callable[[np.ndarray], Any],
+    bounds: Sequence[Tuple[float, float]],
+    *,
+    budget: Optional[float] = None,
+    cost: CostArg = None,
+    acquisition: str = "pbgi_d",
+    seed: int = 0,
+    max_trials: Optional[int] = None,
+    initial_design: Optional[int] = None,
+    lam: Optional[float] = None,
+    progress: bool = True,
+    storage: Optional[str] = None,
+    name: Optional[str] = None,
+) -> OptimizeResult:
+    """Maximizes ``f(x)`` over the box ``bounds``; the arguments are those of :func:`minimize`."""
+    return _optimize(f, bounds, "maximize", budget=budget, cost=cost, acquisition=acquisition,
+                     seed=seed, max_trials=max_trials, initial_design=initial_design, lam=lam,
+                     progress=progress, storage=storage, name=name)

@@ -1,0 +1,90 @@
+"""Type stubs of the native module ``pandora._pandora`` (use the public API in ``pandora``)."""
+
+from typing import Any, Dict, List, Optional, Tuple
+
+import numpy as np
+import numpy.typing as npt
+
+__version__: str
+
+def acquisition_values(
+    name: str,
+    mean: npt.NDArray[np.float64],
+    std: npt.NDArray[np.float64],
+    *,
+    log_cost_mean: Optional[npt.NDArray[np.float64]] = ...,
+    log_cost_var: Optional[npt.NDArray[np.float64]] = ...,
+    best_f: Optional[float] = ...,
+    beta: Optional[float] = ...,
+    alpha: Optional[float] = ...,
+    lam: Optional[float] = ...,
+    convention: Optional[str] = ...,
+    minimize: bool = ...,
+    grad: bool = ...,
+) -> Tuple[
+    npt.NDArray[np.float64],
+    Optional[npt.NDArray[np.float64]],
+    Optional[npt.NDArray[np.float64]],
+    Optional[npt.NDArray[np.float64]],
+]: ...
+def solve_boxes(instance_json: str, verify: bool = ...) -> str: ...
+
+class NativeGp:
+    @staticmethod
+    def fit(
+        x: npt.NDArray[np.float64],
+        y: npt.NDArray[np.float64],
+        kernel: str,
+        lower: Optional[List[float]] = ...,
+        upper: Optional[List[float]] = ...,
+        standardize: bool = ...,
+        noise: Optional[float] = ...,
+        ard: bool = ...,
+        priors: bool = ...,
+        restarts: int = ...,
+        seed: int = ...,
+    ) -> "NativeGp": ...
+    @staticmethod
+    def condition(
+        x: npt.NDArray[np.float64],
+        y: npt.NDArray[np.float64],
+        kernel: str,
+        lengthscales: List[float],
+        outputscale: float = ...,
+        noise: float = ...,
+        mean: float = ...,
+    ) -> "NativeGp": ...
+    @property
+    def dim(self) -> int: ...
+    def posterior(
+        self, x: npt.NDArray[np.float64], grad: bool = ...
+    ) -> Tuple[
+        npt.NDArray[np.float64],
+        npt.NDArray[np.float64],
+        Optional[npt.NDArray[np.float64]],
+        Optional[npt.NDArray[np.float64]],
+    ]: ...
+    def params(self) -> Dict[str, Any]: ...
+    def sample_paths(self, n: int, seed: int = ..., num_features: int = ...) -> "NativePaths": ...
+
+class NativePaths:
+    def __len__(self) -> int: ...
+    @property
+    def dim(self) -> int: ...
+    def values(self, x: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]: ...
+
+class NativeStudy:
+    @staticmethod
+    def open(config_json: str) -> "NativeStudy": ...
+    @staticmethod
+    def load(name: str, url: str) -> "NativeStudy": ...
+    def config_json(self) -> str: ...
+    def config_toml(self) -> str: ...
+    def ask(self, worker: str) -> Tuple[Optional[str], Optional[str]]: ...
+    def tell(self, number: int, objective: float, cost: float) -> str: ...
+    def fail(self, number: int, reason: str, cost: Optional[float] = ...) -> str: ...
+    def known_cost(self, x: List[float]) -> Optional[float]: ...
+    def trials_json(self) -> str: ...
+    def summary_json(self) -> str: ...
+    def abandon_stale(self, timeout_s: float) -> List[int]: ...
+    def heartbeat(self, number: int) -> None: ...

@@ -1,0 +1,387 @@
+"""Persistent studies: ask/tell over a SQLite database shared with the ``pandora`` CLI."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shlex
+import socket
+import time
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
+
+import numpy as np
+
+from ._pandora import NativeStudy
+from ._space import space_to_params
+
+_COST_KINDS = ("uniform", "known", "reported", "runtime")
+_STOPPING = (None, "budget")
+
+
+def _normalize_url(storage: str) -> str:
+    """``sqlite:path`` / ``sqlite:///abs/path`` / a plain path -> ``sqlite:`` + absolute path."""
+    if not isinstance(storage, str) or not storage:
+        raise ValueError(f"storage must be a URL such as 'sqlite:///path.db', got {storage!r}")
+    if storage in ("sqlite::memory:", ":memory:"):
+        return "sqlite::memory:"
+    if storage.startswith("sqlite://"):
+        path = storage[len("sqlite://"):]
+    elif storage.startswith("sqlite:"):
+        path = storage[len("sqlite:"):]
+    elif "://" in storage:
+        scheme = storage.split("://", 1)[0]
+        if scheme.startswith("postgres"):
+            raise ValueError("storage: PostgreSQL storage is not available yet; use sqlite:PATH")
+        raise ValueError(f"storage: unsupported scheme {scheme!r} (expected sqlite:)")
+    else:
+        path = storage
+    if not path:
+        raise ValueError(f"storage: no path in {storage!r}")
+    path = os.path.abspath(path)
+    while path.startswith("//"):
+        path = path[1:]
+    return "sqlite://" + path
+
+
+def _worker_name() -> str:
+    return f"{socket.gethostname()}-py{os.getpid()}"
+
+
+class Trial:
+    """One trial handed out by :meth:`Study.ask`.
+
+    Attributes:
+        number: the trial's number in its study (0-based, in order of creation).
+        params: the parameters to evaluate, ``name -> value``.
+        x: the same point in the unit cube ``[0, 1]^d`` (one-hot for categorical parameters).
+        decision: what the policy recorded when it proposed the trial (phase, acquisition value,
+            λ, model hyperparameters, predicted cost).
+    """
+
+    __slots__ = ("number", "params", "x", "decision", "_asked_at")
+
+    def __init__(self, number: int, params: Dict[str, Any], x: Sequence[float],
+                 decision: Dict[str, Any]) -> None:
+        self.number = number
+        self.params = params
+        self.x = np.asarray(x, dtype=float)
+        self.decision = decision
+        self._asked_at = time.perf_counter()
+
+    def __repr__(self) -> str:
+        return f"Trial(number={self.number}, params={self.params!r})"
+
+
+class Study:
+    """A study: a search space, a direction, costs, a budget and the trials, stored in a database.
+
+    Create with :meth:`Study.create`, open an existing one with :meth:`Study.load`. The loop is::
+
+        study = pandora.Study.create("lr", "sqlite:///tmp/lr.db", space={"lr": pandora.Float(1e-4, 1e-1, log=True)},
+                                     direction="maximize", cost="runtime", budget=600)
+        while (trial := study.ask()) is not None:
+            study.tell(trial, train(**trial.params))   # cost: measured between ask and tell
+        print(study.stop_reason, study.best)
+
+    The same database works with the ``pandora`` CLI: ``study.write_config("study.toml")`` writes
+    a configuration file for ``pandora status|best|ask|tell|export study.toml``.
+    """
+
+    def __init__(self, native: NativeStudy) -> None:
+        self._native = native
+        self._config: Dict[str, Any] = json.loads(native.config_json())
+        self._finished: Optional[str] = None
+        self._worker = _worker_name()
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def create(
+        cls,
+        name: str,
+        storage: str = "sqlite:pandora.db",
+        *,
+        space: Mapping[str, Any],
+        direction: str = "maximize",
+        cost: str = "uniform",
+        budget: Optional[float] = None,
+        max_trials: Optional[int] = None,
+        acquisition: str = "pbgi_d",
+        stopping: Optional[str] = None,
+        seed: int = 0,
+        initial_design: Optional[int] = None,
+        lam: Optional[float] = None,
+        lambda0: float = 0.1,
+        decay: float = 2.0,
+        beta: Optional[float] = None,
+        count_initial: bool = True,
+        cost_offset: float = 1.0,
+        cost_slope: float = 20.0,
+        predicted_cost_must_fit: bool = True,
+        command: Optional[Sequence[str]] = None,
+    ) -> "Study":
+        """Creates the study ``name`` in ``storage`` (or opens it if it exists with the same space
+        and direction; otherwise ``ValueError``).
+
+        Args:
+            name: study name (several studies can share one database).
+            storage: ``"sqlite:///abs/path.db"``, ``"sqlite:rel/path.db"``, a plain path, or
+                ``"sqlite::memory:"`` (private to this object).
+            space: ``name -> declaration`` (see :mod:`pandora._space`: ``(low, high)``,
+                ``Float``, ``Int``, ``Ordinal``, ``Categorical``/list).
+            direction: ``"maximize"`` or ``"minimize"``.
+            cost: ``"uniform"`` (every trial costs 1), ``"known"`` (the formula
+                ``c(x) = cost_offset + cost_slope · mean(x)`` on the unit cube), ``"reported"``
+                (pass ``cost=`` to :meth:`tell`) or ``"runtime"`` (seconds between :meth:`ask` and
+                :meth:`tell`, unless ``cost=`` is given).
+            budget: total budget in cost units (trials whose cost would exceed it are not handed
+                out; with unknown costs the *predicted* cost must fit, see
+                ``predicted_cost_must_fit``).
+            max_trials: maximum number of trials.
+            acquisition: ``pbgi_d`` (default), ``pbgi`` (needs ``lam``), ``log_ei``, ``ei``,
+                ``log_eipc``, ``eipc``, ``ucb``, ``ts``, ``random``, ... (docs/acquisitions.md).
+            stopping: ``None`` or ``"budget"``: stop when the budget or ``max_trials`` is exhausted.
+                ``"pbgi"`` (the PBGI stopping rule) is not available yet and raises
+                ``NotImplementedError``; :attr:`stop_reason` is designed to report it.
+            seed: seed of the initial design and the policy.
+            initial_design: size of the initial Sobol design (default ``2 (d + 1)``).
+            lam: fixed λ of ``pbgi``. lambda0, decay: PBGI-D's initial λ and its divisor.
+            beta: fixed UCB β (default: the GP-UCB schedule).
+            count_initial: whether the initial design's cost counts toward the budget.
+            command: optionally the objective command of the configuration (so that
+                ``pandora run`` can evaluate trials too); see docs/python.md.
+        """
+        if stopping == "pbgi":
+            raise NotImplementedError(
+                "stopping='pbgi' (the PBGI stopping rule) is not available yet; use the budget "
+                "or max_trials (stopping=None)"
+            )
+        if stopping not in _STOPPING:
+            raise ValueError(f"stopping must be None or 'budget', got {stopping!r}")
+        if direction not in ("maximize", "minimize"):
+            raise ValueError(f"direction must be 'maximize' or 'minimize', got {direction!r}")
+        if cost not in _COST_KINDS:
+            raise ValueError(f"cost must be one of {', '.join(_COST_KINDS)}, got {cost!r}")
+        if budget is not None and not (isinstance(budget, (int, float)) and math.isfinite(budget)
+                                       and budget > 0):
+            raise ValueError(f"budget must be a finite number > 0, got {budget!r}")
+        if max_trials is not None and not (isinstance(max_trials, int) and max_trials > 0):
+            raise ValueError(f"max_trials must be a positive integer, got {max_trials!r}")
+        url = _normalize_url(storage)
+        params = space_to_params(space)
+        if command is None:
+            # A study driven from Python has no command of its own; `pandora run` then fails
+            # each trial with this explanation (status/best/ask/tell/export work normally).
+            msg = (f"pandora: study '{name}' is evaluated from Python (pandora.Study); "
+                   "use pandora ask/tell or give Study.create(command=[...])")
+            command = ["sh", "-c", f"echo {shlex.quote(msg)} >&2; exit 2"]
+        config: Dict[str, Any] = {
+            "study": {"name": name, "storage": url, "direction": direction},
+            "objective": {"command": list(command)},
+            "space": params,
+            "cost": {"kind": cost, "offset": float(cost_offset), "slope": float(cost_slope)},
+            "budget": {
+                "total": None if budget is None else float(budget),
+                "max_trials": max_trials,
+                "count_initial": bool(count_initial),
+                "predicted_cost_must_fit": bool(predicted_cost_must_fit),
+            },
+            "policy": {
+                "acquisition": acquisition,
+                "lambda": lam,
+                "lambda0": float(lambda0),
+                "decay": float(decay),
+                "beta": beta,
+                "initial_design": initial_design,
+                "seed": int(seed),
+            },
+        }
+        if cost == "known":
+            config["cost"]["formula"] = "linear_mean"
+        return cls(NativeStudy.open(json.dumps(config)))
+
+    @classmethod
+    def load(cls, name: str, storage: str) -> "Study":
+        """Opens the existing study ``name`` in ``storage`` with its stored configuration (a
+        missing study raises ``ValueError`` naming it)."""
+        return cls(NativeStudy.load(name, _normalize_url(storage)))
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def name(self) -> str:
+        """The study's name."""
+        return self._config["study"]["name"]
+
+    @property
+    def storage(self) -> str:
+        """The storage URL."""
+        return self._config["study"]["storage"]
+
+    @property
+    def direction(self) -> str:
+        """``"maximize"`` or ``"minimize"``."""
+        return self._config["study"]["direction"]
+
+    @property
+    def config(self) -> Dict[str, Any]:
+        """The configuration (the TOML file's structure) as a dict."""
+        return json.loads(json.dumps(self._config))
+
+    @property
+    def cost_kind(self) -> str:
+        """``uniform``, ``known``, ``reported`` or ``runtime``."""
+        return self._config["cost"]["kind"]
+
+    # ------------------------------------------------------------------ ask / tell
+    def ask(self) -> Optional[Trial]:
+        """The next trial to evaluate, or ``None`` when the study is finished (then
+        :attr:`stop_reason` says why). Runs the BO step (GP fit, acquisition maximization) in Rust
+        with the GIL released."""
+        trial_json, reason = self._native.ask(self._worker)
+        if trial_json is None:
+            self._finished = reason
+            return None
+        t = json.loads(trial_json)
+        return Trial(t["number"], t["params"], t["x"], t.get("decision") or {})
+
+    def tell(
+        self,
+        trial: Union[Trial, int],
+        value: Optional[float] = None,
+        cost: Optional[float] = None,
+        *,
+        failed: Optional[str] = None,
+    ) -> Dict[str, Any]:
+        """Records the outcome of ``trial`` (a :class:`Trial` or its number).
+
+        ``value`` is the objective in the study's direction. ``cost``: required for
+        ``cost="reported"``; for ``"runtime"`` it defaults to the seconds since :meth:`ask`
+        handed out the trial; for ``"uniform"``/``"known"`` it defaults to the known cost.
+        Pass ``failed="reason"`` instead of a value to mark the evaluation failed. Returns the
+        stored trial as a dict.
+        """
+        number = trial.number if isinstance(trial, Trial) else trial
+        if isinstance(number, bool) or not isinstance(number, (int, np.integer)) or number < 0:
+            raise ValueError(f"trial must be a Trial or a trial number >= 0, got {trial!r}")
+        number = int(number)
+        if cost is not None:
+            cost = float(cost)
+        kind = self.cost_kind
+        if failed is not None:
+            if value is not None:
+                raise ValueError("give either value or failed, not both")
+            if cost is None and kind == "runtime" and isinstance(trial, Trial):
+                cost = time.perf_counter() - trial._asked_at
+            return json.loads(self._native.fail(number, str(failed), cost))
+        if value is None:
+            raise ValueError("tell needs a value (or failed='reason')")
+        try:
+            value = float(value)
+        except (TypeError, ValueError):
+            raise ValueError(f"value must be a number, got {value!r}") from None
+        if cost is None:
+            if kind == "reported":
+                raise ValueError("cost= is required because the study's costs are 'reported'")
+            if kind == "runtime":
+                if isinstance(trial, Trial):
+                    cost = time.perf_counter() - trial._asked_at
+                else:
+                    t = self._trial_dict(number)
+                    cost = time.time() - t["created_at"]
+                cost = max(cost, 1e-9)
+            else:
+                x = trial.x if isinstance(trial, Trial) else self._trial_dict(number)["x"]
+                cost = self._native.known_cost([float(v) for v in x])
+        return json.loads(self._native.tell(number, value, float(cost)))
+
+    def _trial_dict(self, number: int) -> Dict[str, Any]:
+        for t in json.loads(self._native.trials_json()):
+            if t["number"] == number:
+                return t
+        raise ValueError(f"trial {number} does not exist in study '{self.name}'")
+
+    # ------------------------------------------------------------------ results
+    @property
+    def trials(self) -> List[Dict[str, Any]]:
+        """Every trial as a plain dict: ``number``, ``state`` (running/complete/failed/abandoned),
+        ``params``, ``x`` (unit cube), ``value``, ``cost``, ``worker``, ``created_at``,
+        ``finished_at``, ``decision`` (phase, acquisition value, λ, ...), ``error``."""
+        out = []
+        for t in json.loads(self._native.trials_json()):
+            t["value"] = t.pop("objective")
+            out.append(t)
+        return out
+
+    def to_pandas(self) -> Any:
+        """The trials as a ``pandas.DataFrame`` with one ``param.NAME`` column per parameter
+        (needs pandas)."""
+        try:
+            import pandas as pd
+        except ImportError:
+            raise ImportError("to_pandas() needs pandas: pip install pandas") from None
+        rows = []
+        for t in self.trials:
+            row = {k: t[k] for k in ("number", "state", "value", "cost", "worker", "created_at",
+                                     "finished_at", "error")}
+            row["phase"] = (t.get("decision") or {}).get("phase")
+            for k, v in t["params"].items():
+                row[f"param.{k}"] = v
+            rows.append(row)
+        return pd.DataFrame(rows)
+
+    @property
+    def summary(self) -> Dict[str, Any]:
+        """Counts by state, total cost, cost counted toward the budget, the best trial and the
+        current λ (PBGI-D)."""
+        s = json.loads(self._native.summary_json())
+        if s.get("best") is not None:
+            s["best"]["value"] = s["best"].pop("objective")
+        return s
+
+    @property
+    def best(self) -> Optional[Dict[str, Any]]:
+        """The best complete trial (in the study's direction) as a dict, or ``None``."""
+        return self.summary["best"]
+
+    @property
+    def stop_reason(self) -> Optional[str]:
+        """Why the study does not hand out more trials, or ``None`` while it goes on.
+
+        Reasons, in the same words as the CLI: ``"budget exhausted: spent S of B"`` and
+        ``"reached max_trials = N"``, and whatever the last :meth:`ask` reported (with known
+        costs, a budget that cannot pay for the next proposal). The PBGI stopping rule will add
+        its own reason here when it becomes available; code that checks
+        ``study.should_stop`` keeps working unchanged.
+        """
+        if self._finished is not None:
+            return self._finished
+        budget = self._config["budget"]
+        s = json.loads(self._native.summary_json())
+        n = s["running"] + s["complete"] + s["failed"] + s["abandoned"]
+        if budget.get("max_trials") is not None and n >= budget["max_trials"]:
+            return f"reached max_trials = {budget['max_trials']}"
+        total = budget.get("total")
+        if total is not None and s["budget_spent"] >= total:
+            return f"budget exhausted: spent {s['budget_spent']:.4f} of {total:.4f}"
+        return None
+
+    @property
+    def should_stop(self) -> bool:
+        """Whether the study is finished (see :attr:`stop_reason`)."""
+        return self.stop_reason is not None
+
+    # ------------------------------------------------------------------ CLI interop
+    def to_toml(self) -> str:
+        """The configuration as TOML: a file the ``pandora`` CLI accepts."""
+        return self._native.config_toml()
+
+    def write_config(self, path: Union[str, "os.PathLike[str]"]) -> str:
+        """Writes :meth:`to_toml` to ``path`` (for ``pandora status|best|ask|tell|export PATH``);
+        returns the path."""
+        path = os.fspath(path)
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(self.to_toml())
+        return path
+
+    def __repr__(self) -> str:
+        return f"Study(name={self.name!r}, storage={self.storage!r})"

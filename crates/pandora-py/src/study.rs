@@ -1,0 +1,183 @@
+//! Studies over persistent storage (the native half of `pandora.Study`).
+//!
+//! Everything crosses the boundary as JSON text (configurations, trials, summaries): the Python
+//! layer turns it into dictionaries. Every operation holds the study's mutex and runs with the GIL
+//! released.
+
+use crate::error::{json_err, study_err, value_err};
+use pandora_study::storage::Storage;
+use pandora_study::storage::sqlite::SqliteStorage;
+use pandora_study::{Ask, Outcome, Study, StudyConfig};
+use pyo3::prelude::*;
+use serde_json::json;
+use std::sync::Mutex;
+
+/// A study bound to its storage.
+#[pyclass(module = "pandora._pandora", frozen)]
+pub struct NativeStudy {
+    inner: Mutex<Study>,
+}
+
+/// Opens the storage named by a URL (`sqlite:PATH`, `sqlite:///abs/path`, `sqlite::memory:`).
+fn open_storage(url: &str) -> PyResult<Box<dyn Storage>> {
+    if url.starts_with("postgres") {
+        return Err(value_err(
+            "storage: PostgreSQL storage is not available yet; use sqlite:PATH",
+        ));
+    }
+    if !url.starts_with("sqlite:") {
+        return Err(value_err(format!(
+            "storage: unsupported URL {url:?} (expected sqlite:PATH or sqlite:///abs/path.db)"
+        )));
+    }
+    Ok(Box::new(SqliteStorage::open_url(url).map_err(study_err)?))
+}
+
+impl NativeStudy {
+    fn with<T>(&self, f: impl FnOnce(&mut Study) -> PyResult<T>) -> PyResult<T> {
+        let mut guard = self
+            .inner
+            .lock()
+            .map_err(|_| pyo3::exceptions::PyRuntimeError::new_err("study lock poisoned"))?;
+        f(&mut guard)
+    }
+}
+
+#[pymethods]
+impl NativeStudy {
+    /// Opens (creating if needed) the study described by a JSON configuration (the TOML
+    /// configuration's structure). An existing study must have the same space and direction.
+    #[staticmethod]
+    fn open(py: Python<'_>, config_json: &str) -> PyResult<Self> {
+        let config: StudyConfig = serde_json::from_str(config_json).map_err(json_err)?;
+        config.validate().map_err(study_err)?;
+        py.detach(|| {
+            let storage = open_storage(&config.study.storage)?;
+            let study = Study::open(config, storage).map_err(study_err)?;
+            Ok(Self {
+                inner: Mutex::new(study),
+            })
+        })
+    }
+
+    /// Opens the existing study `name` in the storage `url` with its stored configuration.
+    #[staticmethod]
+    fn load(py: Python<'_>, name: &str, url: &str) -> PyResult<Self> {
+        py.detach(|| {
+            let storage = open_storage(url)?;
+            let study = Study::load(name, storage).map_err(study_err)?;
+            Ok(Self {
+                inner: Mutex::new(study),
+            })
+        })
+    }
+
+    /// The configuration as JSON.
+    fn config_json(&self) -> PyResult<String> {
+        self.with(|s| serde_json::to_string(s.config()).map_err(json_err))
+    }
+
+    /// The configuration as TOML (a file `pandora status/best/ask/tell` accept).
+    fn config_toml(&self) -> PyResult<String> {
+        self.with(|s| toml::to_string(s.config()).map_err(|e| value_err(format!("TOML: {e}"))))
+    }
+
+    /// Hands out the next trial: `(trial_json, None)`, or `(None, reason)` when the study is
+    /// finished.
+    fn ask(&self, py: Python<'_>, worker: &str) -> PyResult<(Option<String>, Option<String>)> {
+        py.detach(|| {
+            self.with(|s| match s.ask(worker).map_err(study_err)? {
+                Ask::Trial(t) => Ok((Some(serde_json::to_string(&*t).map_err(json_err)?), None)),
+                Ask::Finished(f) => Ok((None, Some(f.to_string()))),
+            })
+        })
+    }
+
+    /// Records a complete trial; returns the stored trial as JSON.
+    fn tell(&self, py: Python<'_>, number: u64, objective: f64, cost: f64) -> PyResult<String> {
+        if !objective.is_finite() {
+            return Err(value_err(format!(
+                "value must be finite, got {objective} (report a failure with tell(..., failed=reason))"
+            )));
+        }
+        if !(cost.is_finite() && cost > 0.0) {
+            return Err(value_err(format!(
+                "cost must be finite and > 0, got {cost}"
+            )));
+        }
+        py.detach(|| {
+            self.with(|s| {
+                let t = s
+                    .tell(number, &Outcome::Complete { objective, cost })
+                    .map_err(study_err)?;
+                serde_json::to_string(&t).map_err(json_err)
+            })
+        })
+    }
+
+    /// Records a failed trial; returns the stored trial as JSON.
+    #[pyo3(signature = (number, reason, cost=None))]
+    fn fail(
+        &self,
+        py: Python<'_>,
+        number: u64,
+        reason: String,
+        cost: Option<f64>,
+    ) -> PyResult<String> {
+        if let Some(c) = cost
+            && !(c.is_finite() && c >= 0.0)
+        {
+            return Err(value_err(format!("cost must be finite and >= 0, got {c}")));
+        }
+        py.detach(|| {
+            self.with(|s| {
+                let t = s
+                    .tell(number, &Outcome::Failed { reason, cost })
+                    .map_err(study_err)?;
+                serde_json::to_string(&t).map_err(json_err)
+            })
+        })
+    }
+
+    /// The known cost of a unit-cube point (`None` unless costs are uniform or known).
+    fn known_cost(&self, x: Vec<f64>) -> PyResult<Option<f64>> {
+        self.with(|s| Ok(s.known_cost(&x)))
+    }
+
+    /// All trials as a JSON array.
+    fn trials_json(&self, py: Python<'_>) -> PyResult<String> {
+        py.detach(|| {
+            self.with(|s| serde_json::to_string(&s.trials().map_err(study_err)?).map_err(json_err))
+        })
+    }
+
+    /// Counts, costs, the best trial and λ as JSON.
+    fn summary_json(&self, py: Python<'_>) -> PyResult<String> {
+        py.detach(|| {
+            self.with(|s| {
+                let sum = s.summary().map_err(study_err)?;
+                let v = json!({
+                    "running": sum.counts[0],
+                    "complete": sum.counts[1],
+                    "failed": sum.counts[2],
+                    "abandoned": sum.counts[3],
+                    "total_cost": sum.total_cost,
+                    "budget_spent": sum.budget_spent,
+                    "lambda": sum.lambda,
+                    "best": sum.best,
+                });
+                serde_json::to_string(&v).map_err(json_err)
+            })
+        })
+    }
+
+    /// Marks running trials silent for longer than `timeout_s` as abandoned; returns their numbers.
+    fn abandon_stale(&self, py: Python<'_>, timeout_s: f64) -> PyResult<Vec<u64>> {
+        py.detach(|| self.with(|s| s.abandon_stale(timeout_s).map_err(study_err)))
+    }
+
+    /// Marks a running trial alive.
+    fn heartbeat(&self, py: Python<'_>, number: u64) -> PyResult<()> {
+        py.detach(|| self.with(|s| s.heartbeat(number).map_err(study_err)))
+    }
+}

@@ -1,0 +1,725 @@
+//! PostgreSQL backend: one database shared by any number of worker processes on any number of
+//! machines.
+//!
+//! # URL
+//!
+//! `postgresql://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?PARAM=VALUE&...]` (or `postgres://`). Every
+//! connection parameter of libpq's URL form that the `postgres` crate understands is accepted
+//! (`connect_timeout`, `application_name`, `options`, `sslmode=disable`, ...). One more parameter
+//! is Pandora's own:
+//!
+//! * `schema=NAME`: the PostgreSQL schema that holds Pandora's tables (default
+//!   [`DEFAULT_SCHEMA`], i.e. `pandora`). It is created if missing. `NAME` is a plain identifier
+//!   (letters, digits and `_`, not starting with a digit, at most 63 bytes); it is used with its
+//!   case preserved. Separate schemas isolate separate sets of studies in one database (the tests
+//!   give every test its own).
+//!
+//! Connections are not encrypted (no TLS): use a trusted network, a VPN or an SSH tunnel between
+//! machines. Passwords never appear in error messages ([`redact_url`]).
+//!
+//! # Schema
+//!
+//! The schema version is kept in the `schema_version` table (one row per applied migration).
+//! Pending migrations are applied by [`PostgresStorage::open_url`] in one transaction that holds a
+//! transaction-scoped advisory lock ([`MIGRATION_LOCK_KEY`]), so workers starting at the same time
+//! do not migrate twice; a database whose version is newer than [`SCHEMA_VERSION`] is refused.
+//! Migration 1 creates:
+//!
+//! ```sql
+//! studies(name TEXT PRIMARY KEY, config TEXT, state TEXT, created_at DOUBLE PRECISION)
+//! trials(study TEXT REFERENCES studies, number BIGINT, state TEXT, params TEXT, x TEXT,
+//!        objective DOUBLE PRECISION, cost DOUBLE PRECISION, worker TEXT,
+//!        created_at DOUBLE PRECISION, finished_at DOUBLE PRECISION,
+//!        heartbeat_at DOUBLE PRECISION, decision TEXT, error TEXT,
+//!        PRIMARY KEY (study, number))
+//! ```
+//!
+//! `config`, `state`, `params`, `x` and `decision` hold JSON text (so that `f64` values round-trip
+//! bit for bit and the stored configuration is returned exactly as given). Times are Unix seconds
+//! taken from the *server's* clock, so heartbeats and [`Storage::abandon_stale`] compare times of
+//! one clock even when the workers' clocks disagree.
+//!
+//! # Locking and durability
+//!
+//! * [`Storage::ask_with`] runs in one transaction that first locks the study's row
+//!   (`SELECT ... FROM studies WHERE name = $1 FOR UPDATE`), then reads the trials and the study
+//!   state, calls `decide`, inserts the new trial and updates the state, and commits. Every other
+//!   `ask_with` on the same study waits for the lock, and (in PostgreSQL's default `READ
+//!   COMMITTED` isolation) reads the trials with a snapshot taken after it got the lock: no two
+//!   workers receive the same trial number, and each decision sees every trial handed out
+//!   before, pending or not. An error (from `decide` or the database) rolls everything back.
+//! * [`Storage::tell`], [`Storage::heartbeat`] and [`Storage::abandon_stale`] are single
+//!   conditional `UPDATE` statements (`... WHERE state IN ('running', 'abandoned')`,
+//!   `... WHERE state = 'running'`), so row locks decide races: a trial is told at most once, and
+//!   a trial told while being abandoned ends up either complete/failed or abandoned-then-told,
+//!   never lost.
+//! * Each statement commits before the call returns. The connection runs with
+//!   `synchronous_commit` on (it is switched on for the session if the server has it off), so a
+//!   returned `tell` has been flushed to the server's write-ahead log.
+//! * If the server has no `idle_in_transaction_session_timeout`, the session sets one
+//!   ([`IDLE_IN_TRANSACTION_TIMEOUT`]): a worker whose machine vanishes in the middle of an
+//!   `ask_with` releases the study lock after that time instead of blocking every other worker
+//!   until TCP notices. (A killed process releases it at once.)
+
+use std::error::Error as _;
+use std::time::Duration;
+
+use postgres::{Client, NoTls, Row, Statement};
+
+use crate::error::{Error, Result};
+use crate::storage::{Decide, Storage, ValidOutcome, finite, redact_url, validate_outcome};
+use crate::trial::{NewTrial, Outcome, Trial, TrialState};
+
+/// The newest schema version this code knows (the number of migrations).
+pub const SCHEMA_VERSION: i64 = 1;
+
+/// The PostgreSQL schema used when the URL has no `schema=` parameter.
+pub const DEFAULT_SCHEMA: &str = "pandora";
+
+/// The connection timeout used when the URL has no `connect_timeout` parameter.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The `idle_in_transaction_session_timeout` set for the session when the server has none.
+pub const IDLE_IN_TRANSACTION_TIMEOUT: &str = "5min";
+
+/// The key of the transaction-scoped advisory lock taken while checking and applying migrations
+/// (the ASCII bytes of "pandora").
+pub const MIGRATION_LOCK_KEY: i64 = 0x0070_616e_646f_7261;
+
+/// The migrations, in order: `MIGRATIONS[i]` brings the schema from version `i` to `i + 1`.
+const MIGRATIONS: &[&str] = &["
+    CREATE TABLE studies (
+        name TEXT PRIMARY KEY NOT NULL,
+        config TEXT NOT NULL,
+        state TEXT NOT NULL,
+        created_at DOUBLE PRECISION NOT NULL
+    );
+    CREATE TABLE trials (
+        study TEXT NOT NULL REFERENCES studies(name),
+        number BIGINT NOT NULL CHECK (number >= 0),
+        state TEXT NOT NULL CHECK (state IN ('running', 'complete', 'failed', 'abandoned')),
+        params TEXT NOT NULL,
+        x TEXT NOT NULL,
+        objective DOUBLE PRECISION,
+        cost DOUBLE PRECISION,
+        worker TEXT,
+        created_at DOUBLE PRECISION NOT NULL,
+        finished_at DOUBLE PRECISION,
+        heartbeat_at DOUBLE PRECISION NOT NULL,
+        decision TEXT NOT NULL,
+        error TEXT,
+        PRIMARY KEY (study, number)
+    );
+    CREATE INDEX trials_running ON trials (study, heartbeat_at) WHERE state = 'running';
+"];
+
+/// The server's clock in Unix seconds, constant within one statement.
+const NOW: &str = "extract(epoch from statement_timestamp())::float8";
+
+/// The columns of `trials` in the order [`row_to_trial`] reads them.
+const TRIAL_COLUMNS: &str = "number, state, params, x, objective, cost, worker, created_at, \
+                             finished_at, heartbeat_at, decision, error";
+
+/// The same columns qualified with the alias `t`.
+const T_TRIAL_COLUMNS: &str = "t.number, t.state, t.params, t.x, t.objective, t.cost, t.worker, \
+                               t.created_at, t.finished_at, t.heartbeat_at, t.decision, t.error";
+
+/// Statements prepared once per connection.
+struct Statements {
+    insert_study: Statement,
+    study_config: Statement,
+    studies: Statement,
+    study_exists: Statement,
+    lock_study: Statement,
+    load_trials: Statement,
+    insert_trial: Statement,
+    tell: Statement,
+    trial_state: Statement,
+    study_trials: Statement,
+    heartbeat: Statement,
+    abandon: Statement,
+}
+
+impl Statements {
+    fn prepare(c: &mut Client) -> std::result::Result<Self, postgres::Error> {
+        Ok(Self {
+            insert_study: c.prepare(&format!(
+                "INSERT INTO studies (name, config, state, created_at) \
+                 VALUES ($1, $2, 'null', {NOW}) ON CONFLICT (name) DO NOTHING"
+            ))?,
+            study_config: c.prepare("SELECT config FROM studies WHERE name = $1")?,
+            studies: c.prepare("SELECT name FROM studies ORDER BY name COLLATE \"C\"")?,
+            study_exists: c.prepare("SELECT 1 FROM studies WHERE name = $1")?,
+            lock_study: c.prepare("SELECT state FROM studies WHERE name = $1 FOR UPDATE")?,
+            load_trials: c.prepare(&format!(
+                "SELECT {TRIAL_COLUMNS} FROM trials WHERE study = $1 ORDER BY number"
+            ))?,
+            insert_trial: c.prepare(&format!(
+                "WITH ins AS ( \
+                     INSERT INTO trials (study, number, state, params, x, objective, cost, \
+                         worker, created_at, finished_at, heartbeat_at, decision, error) \
+                     VALUES ($1, $2, 'running', $3, $4, NULL, NULL, $5, {NOW}, NULL, {NOW}, $6, \
+                         NULL) \
+                     RETURNING created_at), \
+                 upd AS (UPDATE studies SET state = $7 WHERE name = $1) \
+                 SELECT created_at FROM ins"
+            ))?,
+            tell: c.prepare(&format!(
+                "UPDATE trials SET state = $3, objective = $4, cost = $5, error = $6, \
+                 finished_at = {NOW} \
+                 WHERE study = $1 AND number = $2 AND state IN ('running', 'abandoned') \
+                 RETURNING {TRIAL_COLUMNS}"
+            ))?,
+            trial_state: c.prepare("SELECT state FROM trials WHERE study = $1 AND number = $2")?,
+            study_trials: c.prepare(&format!(
+                "SELECT {T_TRIAL_COLUMNS} FROM studies s LEFT JOIN trials t ON t.study = s.name \
+                 WHERE s.name = $1 ORDER BY t.number"
+            ))?,
+            heartbeat: c.prepare(&format!(
+                "UPDATE trials SET heartbeat_at = {NOW} \
+                 WHERE study = $1 AND number = $2 AND state = 'running'"
+            ))?,
+            abandon: c.prepare(&format!(
+                "UPDATE trials SET state = 'abandoned', error = $3 \
+                 WHERE study = $1 AND state = 'running' AND heartbeat_at < {NOW} - $2::float8 \
+                 RETURNING number"
+            ))?,
+        })
+    }
+}
+
+/// [`Storage`] in a PostgreSQL database.
+///
+/// Each `PostgresStorage` owns one connection; open one per thread or process.
+pub struct PostgresStorage {
+    client: Client,
+    schema: String,
+    target: String,
+    st: Statements,
+}
+
+impl std::fmt::Debug for PostgresStorage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresStorage")
+            .field("url", &self.target)
+            .field("schema", &self.schema)
+            .finish()
+    }
+}
+
+impl From<postgres::Error> for Error {
+    fn from(e: postgres::Error) -> Self {
+        Error::Postgres(describe(&e))
+    }
+}
+
+/// A readable description of a driver error: the server's message (with SQLSTATE, detail and
+/// hint) or the client-side error and its causes.
+fn describe(e: &postgres::Error) -> String {
+    if let Some(db) = e.as_db_error() {
+        return format!("{db} (SQLSTATE {})", db.code().code());
+    }
+    let mut msg = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        msg.push_str(": ");
+        msg.push_str(&s.to_string());
+        source = s.source();
+    }
+    msg
+}
+
+/// Quotes an SQL identifier.
+fn quote_ident(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
+}
+
+/// Checks a `schema=` value: a plain identifier of at most 63 bytes.
+fn check_schema(name: &str) -> Result<()> {
+    let mut chars = name.chars();
+    let ok = name.len() <= 63
+        && chars
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::invalid(
+            "storage URL",
+            format!(
+                "schema {name:?} is not a plain identifier (letters, digits and _, not starting \
+                 with a digit, at most 63 bytes)"
+            ),
+        ))
+    }
+}
+
+/// Splits Pandora's own `schema=NAME` parameter off a PostgreSQL URL: returns the URL for the
+/// driver and the schema ([`DEFAULT_SCHEMA`] if absent).
+pub fn split_schema(url: &str) -> Result<(String, String)> {
+    let (base, query) = match url.split_once('?') {
+        Some((b, q)) => (b, q),
+        None => (url, ""),
+    };
+    let mut schema = None;
+    let mut rest = Vec::new();
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        match pair.split_once('=') {
+            Some(("schema", v)) => {
+                if schema.is_some() {
+                    return Err(Error::invalid(
+                        "storage URL",
+                        "the schema parameter is given twice",
+                    ));
+                }
+                check_schema(v)?;
+                schema = Some(v.to_owned());
+            }
+            _ => rest.push(pair),
+        }
+    }
+    let driver_url = if rest.is_empty() {
+        base.to_owned()
+    } else {
+        format!("{base}?{}", rest.join("&"))
+    };
+    Ok((
+        driver_url,
+        schema.unwrap_or_else(|| DEFAULT_SCHEMA.to_owned()),
+    ))
+}
+
+/// Text for a TEXT column: PostgreSQL text cannot hold NUL characters, which are replaced by
+/// U+FFFD (e.g. in a command's stderr tail).
+fn pg_text(s: &str) -> std::borrow::Cow<'_, str> {
+    if s.contains('\0') {
+        std::borrow::Cow::Owned(s.replace('\0', "\u{fffd}"))
+    } else {
+        std::borrow::Cow::Borrowed(s)
+    }
+}
+
+/// Refuses names that PostgreSQL text cannot store.
+fn check_name(what: &str, name: &str) -> Result<()> {
+    if name.contains('\0') {
+        return Err(Error::invalid(what, "must not contain NUL characters"));
+    }
+    Ok(())
+}
+
+/// Converts a trial number to PostgreSQL's signed integers.
+fn to_sql_number(number: u64) -> Result<i64> {
+    i64::try_from(number).map_err(|_| Error::invalid("trial number", "too large"))
+}
+
+/// Reads a trial from the twelve columns of [`TRIAL_COLUMNS`] in `row`.
+fn row_to_trial(row: &Row) -> Result<Trial> {
+    let bad = |what: &str, e: &dyn std::fmt::Display| {
+        Error::Storage(format!("corrupt trial row: {what}: {e}"))
+    };
+    let number: i64 = row.try_get(0)?;
+    let state: String = row.try_get(1)?;
+    let state = TrialState::parse(&state)
+        .ok_or_else(|| bad("state", &format!("unknown trial state {state:?}")))?;
+    let params: String = row.try_get(2)?;
+    let x: String = row.try_get(3)?;
+    let decision: String = row.try_get(10)?;
+    Ok(Trial {
+        number: u64::try_from(number).map_err(|e| bad("number", &e))?,
+        state,
+        params: serde_json::from_str(&params).map_err(|e| bad("params", &e))?,
+        x: serde_json::from_str(&x).map_err(|e| bad("x", &e))?,
+        objective: row.try_get(4)?,
+        cost: row.try_get(5)?,
+        worker: row.try_get(6)?,
+        created_at: row.try_get(7)?,
+        finished_at: row.try_get(8)?,
+        heartbeat_at: row.try_get(9)?,
+        decision: serde_json::from_str(&decision).map_err(|e| bad("decision", &e))?,
+        error: row.try_get(11)?,
+    })
+}
+
+impl PostgresStorage {
+    /// Connects to the database of a `postgresql://` (or `postgres://`) URL (see the module
+    /// docs), creates the schema if needed and applies pending migrations.
+    ///
+    /// Fails with [`Error::Invalid`] for a malformed URL, [`Error::Postgres`] if the server cannot
+    /// be reached or refuses the login or a statement, and [`Error::Storage`] if the schema
+    /// version is newer than [`SCHEMA_VERSION`]. No message contains the password.
+    pub fn open_url(url: &str) -> Result<Self> {
+        if !(url.starts_with("postgresql://") || url.starts_with("postgres://")) {
+            return Err(Error::invalid(
+                "storage URL",
+                format!(
+                    "{:?} is not a PostgreSQL URL (expected postgresql://USER@HOST/DB)",
+                    redact_url(url)
+                ),
+            ));
+        }
+        let target = redact_url(url);
+        let (driver_url, schema) = split_schema(url)?;
+        let mut config: postgres::Config = driver_url
+            .parse()
+            .map_err(|e| Error::invalid("storage URL", format!("{target}: {}", describe(&e))))?;
+        // The password, if any, is scrubbed from every message produced while connecting.
+        let password: Option<String> = config
+            .get_password()
+            .map(|p| String::from_utf8_lossy(p).into_owned())
+            .filter(|p| !p.is_empty());
+        let scrub = |msg: String| match &password {
+            Some(p) => msg.replace(p.as_str(), "***"),
+            None => msg,
+        };
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(DEFAULT_CONNECT_TIMEOUT);
+        }
+        if config.get_application_name().is_none() {
+            config.application_name("pandora");
+        }
+        let client = config.connect(NoTls).map_err(|e| {
+            Error::Postgres(scrub(format!("connecting to {target}: {}", describe(&e))))
+        })?;
+        Self::setup(client, schema, target).map_err(|e| match e {
+            Error::Postgres(m) => Error::Postgres(scrub(m)),
+            other => other,
+        })
+    }
+
+    /// Session settings, migrations and prepared statements of a fresh connection.
+    fn setup(mut client: Client, schema: String, target: String) -> Result<Self> {
+        client.batch_execute(&format!("SET search_path TO {}", quote_ident(&schema)))?;
+        let sync: String = client
+            .query_one("SHOW synchronous_commit", &[])?
+            .try_get(0)?;
+        if sync == "off" {
+            client.batch_execute("SET synchronous_commit TO on")?;
+        }
+        let idle: String = client
+            .query_one("SHOW idle_in_transaction_session_timeout", &[])?
+            .try_get(0)?;
+        if idle == "0" {
+            client.batch_execute(&format!(
+                "SET idle_in_transaction_session_timeout TO '{IDLE_IN_TRANSACTION_TIMEOUT}'"
+            ))?;
+        }
+        migrate(&mut client, &schema)?;
+        let st = Statements::prepare(&mut client)?;
+        Ok(Self {
+            client,
+            schema,
+            target,
+            st,
+        })
+    }
+
+    /// The PostgreSQL schema holding this storage's tables.
+    pub fn schema(&self) -> &str {
+        &self.schema
+    }
+
+    /// The schema version of the database (the last applied migration).
+    pub fn schema_version(&mut self) -> Result<i64> {
+        Ok(read_version(&mut self.client)?)
+    }
+
+    /// A not-found error for trial `number` of `study`, distinguishing a missing study.
+    fn trial_not_found(&mut self, study: &str, number: u64) -> Error {
+        match self.client.query_opt(&self.st.study_exists, &[&study]) {
+            Err(e) => e.into(),
+            Ok(None) => Error::NotFound(format!("study {study:?}")),
+            Ok(Some(_)) => Error::NotFound(format!("trial {number} of study {study:?}")),
+        }
+    }
+}
+
+/// The highest applied migration (0 for an empty table).
+fn read_version(c: &mut impl postgres::GenericClient) -> std::result::Result<i64, postgres::Error> {
+    c.query_one(
+        "SELECT COALESCE(MAX(version), 0)::bigint FROM schema_version",
+        &[],
+    )?
+    .try_get(0)
+}
+
+/// Creates the schema if needed and applies pending migrations, all in one transaction under the
+/// migration advisory lock.
+fn migrate(client: &mut Client, schema: &str) -> Result<()> {
+    let mut tx = client.transaction()?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK_KEY])?;
+    // Checking first avoids needing the CREATE privilege on the database when the schema exists.
+    if tx
+        .query_opt("SELECT 1 FROM pg_namespace WHERE nspname = $1", &[&schema])?
+        .is_none()
+    {
+        tx.batch_execute(&format!("CREATE SCHEMA {}", quote_ident(schema)))?;
+    }
+    tx.batch_execute(
+        "CREATE TABLE IF NOT EXISTS schema_version (
+             version INTEGER PRIMARY KEY NOT NULL,
+             applied_at DOUBLE PRECISION NOT NULL
+         )",
+    )?;
+    let current = read_version(&mut tx)?;
+    if current > SCHEMA_VERSION {
+        return Err(Error::Storage(format!(
+            "database schema version {current} (schema {schema:?}) is newer than this version \
+             of Pandora supports ({SCHEMA_VERSION}); upgrade Pandora to open it"
+        )));
+    }
+    if current < 0 {
+        return Err(Error::Storage(format!(
+            "corrupt schema_version table (version {current})"
+        )));
+    }
+    for (i, sql) in MIGRATIONS.iter().enumerate().skip(current as usize) {
+        let version = i as i32 + 1;
+        tx.batch_execute(sql).map_err(|e| {
+            Error::Postgres(format!("schema migration {version}: {}", describe(&e)))
+        })?;
+        tx.execute(
+            &format!("INSERT INTO schema_version (version, applied_at) VALUES ($1, {NOW})"),
+            &[&version],
+        )?;
+    }
+    tx.commit()?;
+    Ok(())
+}
+
+impl Storage for PostgresStorage {
+    fn open_study(&mut self, name: &str, config_json: &str) -> Result<String> {
+        if name.is_empty() {
+            return Err(Error::invalid("study name", "must not be empty"));
+        }
+        check_name("study name", name)?;
+        serde_json::from_str::<serde_json::Value>(config_json)
+            .map_err(|e| Error::invalid("study config", format!("not valid JSON: {e}")))?;
+        let config_text = pg_text(config_json);
+        self.client
+            .execute(&self.st.insert_study, &[&name, &config_text.as_ref()])?;
+        // A new statement: sees the row whether we or a concurrent opener inserted it.
+        let row = self.client.query_one(&self.st.study_config, &[&name])?;
+        Ok(row.try_get(0)?)
+    }
+
+    fn study_config(&mut self, name: &str) -> Result<Option<String>> {
+        check_name("study name", name)?;
+        Ok(
+            match self.client.query_opt(&self.st.study_config, &[&name])? {
+                Some(row) => Some(row.try_get(0)?),
+                None => None,
+            },
+        )
+    }
+
+    fn studies(&mut self) -> Result<Vec<String>> {
+        let rows = self.client.query(&self.st.studies, &[])?;
+        rows.iter()
+            .map(|r| Ok(r.try_get::<_, String>(0)?))
+            .collect()
+    }
+
+    fn ask_with(&mut self, study: &str, worker: &str, decide: &mut Decide<'_>) -> Result<Trial> {
+        check_name("study name", study)?;
+        let worker_text = pg_text(worker);
+        // The study row stays locked until the commit: no other ask can read or insert in
+        // between. Any early return drops `tx`, which rolls back.
+        let mut tx = self.client.transaction()?;
+        let Some(row) = tx.query_opt(&self.st.lock_study, &[&study])? else {
+            return Err(Error::NotFound(format!("study {study:?}")));
+        };
+        let state_text: String = row.try_get(0)?;
+        let state: serde_json::Value = serde_json::from_str(&state_text)?;
+        // A statement after the lock: its snapshot includes every trial committed before.
+        let trials = tx
+            .query(&self.st.load_trials, &[&study])?
+            .iter()
+            .map(row_to_trial)
+            .collect::<Result<Vec<_>>>()?;
+        let (new, new_state) = decide(&trials, &state)?;
+        let NewTrial {
+            params: trial_params,
+            x,
+            decision,
+        } = new;
+        for (i, &xi) in x.iter().enumerate() {
+            // serde_json would silently store NaN or ±inf as null.
+            finite(&format!("x[{i}]"), xi)?;
+        }
+        let number = trials.last().map_or(0, |t| t.number + 1);
+        let params_text = serde_json::to_string(&trial_params)?;
+        let x_text = serde_json::to_string(&x)?;
+        let decision_text = serde_json::to_string(&decision)?;
+        let state_text = serde_json::to_string(&new_state)?;
+        let row = tx.query_one(
+            &self.st.insert_trial,
+            &[
+                &study,
+                &to_sql_number(number)?,
+                &params_text,
+                &x_text,
+                &worker_text.as_ref(),
+                &decision_text,
+                &state_text,
+            ],
+        )?;
+        let created_at: f64 = row.try_get(0)?;
+        tx.commit()?;
+        Ok(Trial {
+            number,
+            state: TrialState::Running,
+            params: trial_params,
+            x,
+            objective: None,
+            cost: None,
+            worker: Some(worker_text.into_owned()),
+            created_at,
+            finished_at: None,
+            heartbeat_at: created_at,
+            decision,
+            error: None,
+        })
+    }
+
+    fn tell(&mut self, study: &str, number: u64, outcome: &Outcome) -> Result<Trial> {
+        let ValidOutcome {
+            state,
+            objective,
+            cost,
+            error,
+        } = validate_outcome(outcome)?;
+        check_name("study name", study)?;
+        let n = to_sql_number(number)?;
+        let error = error.map(pg_text);
+        let error = error.as_deref();
+        // One statement, committed when it returns: only a running or abandoned trial changes.
+        let row = self.client.query_opt(
+            &self.st.tell,
+            &[&study, &n, &state.as_str(), &objective, &cost, &error],
+        )?;
+        if let Some(row) = row {
+            return row_to_trial(&row);
+        }
+        match self.client.query_opt(&self.st.trial_state, &[&study, &n])? {
+            None => Err(self.trial_not_found(study, number)),
+            Some(row) => {
+                let done: String = row.try_get(0)?;
+                Err(Error::invalid(
+                    format!("trial {number} of study {study:?}"),
+                    format!("already {done}, cannot be told again"),
+                ))
+            }
+        }
+    }
+
+    fn trials(&mut self, study: &str) -> Result<Vec<Trial>> {
+        check_name("study name", study)?;
+        // One statement: a consistent snapshot of the study and its trials.
+        let rows = self.client.query(&self.st.study_trials, &[&study])?;
+        if rows.is_empty() {
+            return Err(Error::NotFound(format!("study {study:?}")));
+        }
+        let mut trials = Vec::with_capacity(rows.len());
+        for row in &rows {
+            // A study without trials gives one row of NULLs.
+            if row.try_get::<_, Option<i64>>(0)?.is_some() {
+                trials.push(row_to_trial(row)?);
+            }
+        }
+        Ok(trials)
+    }
+
+    /// Refreshes `heartbeat_at`. A trial that is not running (e.g. already abandoned) is an
+    /// [`Error::Invalid`] that changes nothing, which tells the worker it was given up on.
+    fn heartbeat(&mut self, study: &str, number: u64) -> Result<()> {
+        check_name("study name", study)?;
+        let n = to_sql_number(number)?;
+        if self.client.execute(&self.st.heartbeat, &[&study, &n])? == 1 {
+            return Ok(());
+        }
+        match self.client.query_opt(&self.st.trial_state, &[&study, &n])? {
+            None => Err(self.trial_not_found(study, number)),
+            Some(row) => {
+                let other: String = row.try_get(0)?;
+                Err(Error::invalid(
+                    format!("trial {number} of study {study:?}"),
+                    format!("is {other}, not running"),
+                ))
+            }
+        }
+    }
+
+    fn abandon_stale(&mut self, study: &str, timeout_s: f64) -> Result<Vec<u64>> {
+        let timeout_s = finite("timeout_s", timeout_s)?;
+        if timeout_s < 0.0 {
+            return Err(Error::invalid(
+                "timeout_s",
+                format!("must be >= 0, got {timeout_s}"),
+            ));
+        }
+        check_name("study name", study)?;
+        let reason = format!("abandoned: no heartbeat for more than {timeout_s} s");
+        let rows = self
+            .client
+            .query(&self.st.abandon, &[&study, &timeout_s, &reason])?;
+        if rows.is_empty()
+            && self
+                .client
+                .query_opt(&self.st.study_exists, &[&study])?
+                .is_none()
+        {
+            return Err(Error::NotFound(format!("study {study:?}")));
+        }
+        let mut numbers = rows
+            .iter()
+            .map(|r| {
+                let n: i64 = r.try_get(0)?;
+                u64::try_from(n).map_err(|e| Error::Storage(format!("corrupt trial number: {e}")))
+            })
+            .collect::<Result<Vec<u64>>>()?;
+        numbers.sort_unstable();
+        Ok(numbers)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schema_parameter_is_split_off_and_checked() {
+        assert_eq!(
+            split_schema("postgresql://u@h/db").unwrap(),
+            ("postgresql://u@h/db".to_owned(), DEFAULT_SCHEMA.to_owned())
+        );
+        assert_eq!(
+            split_schema("postgresql://u@h/db?schema=t_1").unwrap(),
+            ("postgresql://u@h/db".to_owned(), "t_1".to_owned())
+        );
+        assert_eq!(
+            split_schema("postgres://u@h/db?connect_timeout=3&schema=Ab&application_name=x")
+                .unwrap(),
+            (
+                "postgres://u@h/db?connect_timeout=3&application_name=x".to_owned(),
+                "Ab".to_owned()
+            )
+        );
+        for bad in ["1a", "", "a-b", "a\"b", "a;drop", &"x".repeat(64)] {
+            let url = format!("postgresql://h/db?schema={bad}");
+            assert!(
+                matches!(split_schema(&url), Err(Error::Invalid { .. })),
+                "{bad:?}"
+            );
+        }
+        assert!(split_schema("postgresql://h/db?schema=a&schema=b").is_err());
+        assert_eq!(quote_ident("a\"b"), "\"a\"\"b\"");
+    }
+
+    #[test]
+    fn nul_characters_are_replaced_in_text() {
+        assert_eq!(pg_text("a\0b"), "a\u{fffd}b");
+        assert!(matches!(pg_text("ab"), std::borrow::Cow::Borrowed("ab")));
+        assert!(check_name("study name", "a\0").is_err());
+    }
+}
