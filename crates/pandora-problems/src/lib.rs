@@ -5,7 +5,8 @@
 //! Dropwave, Alpine1 and Shekel5, Hartmann-3/6 and Branin ([`synthetic`]); the papers' cost
 //! functions ([`costs`]); Bayesian-regret GP prior samples ([`gp_sample`]); the PBGI paper's 1-D
 //! counterexamples ([`counterexamples`]); Pest Control ([`pest`]); the online-LDA surrogate
-//! ([`lda`]); the cost-varying-subsets surrogates ([`cvs`]). Everything is built by name with [`build`]; `docs/problems.md` documents every
+//! ([`lda`]); the cost-varying-subsets surrogates ([`cvs`]); robot pushing on the rapier2d
+//! physics engine ([`robot`]). Everything is built by name with [`build`]; `docs/problems.md` documents every
 //! problem, cost, option and deviation from the reference code.
 
 pub mod costs;
@@ -15,6 +16,7 @@ pub mod gp_sample;
 pub mod lda;
 pub mod pest;
 pub mod problem;
+pub mod robot;
 pub mod synthetic;
 
 pub use problem::{Problem, ProblemError, ProblemSpec, build, cost_names, names};

@@ -13,6 +13,7 @@ use crate::counterexamples::{AmplitudeScaling, Counterexample, Variant};
 use crate::gp_sample::{GpSample, GpSampleSpec};
 use crate::lda::Lda;
 use crate::pest::PestControl;
+use crate::robot::{RobotCost, RobotPush};
 use crate::synthetic::Function;
 use pandora_core::gp::KernelKind;
 use std::sync::Arc;
@@ -102,7 +103,7 @@ pub struct ProblemSpec {
 }
 
 /// Objective names accepted by [`build`].
-pub const OBJECTIVES: [&str; 14] = [
+pub const OBJECTIVES: [&str; 17] = [
     "ackley",
     "levy",
     "rosenbrock",
@@ -117,6 +118,9 @@ pub const OBJECTIVES: [&str; 14] = [
     "counterexample_ei",
     "pest_control",
     "lda",
+    "robot_push_3d",
+    "robot_push_4d",
+    "robot_push_14d",
 ];
 
 /// Cost names accepted by [`build`].
@@ -147,6 +151,7 @@ enum Objective {
     Counterexample(Counterexample),
     Pest(PestControl),
     Lda(Arc<Lda>),
+    Robot(Arc<RobotPush>),
 }
 
 impl Objective {
@@ -157,6 +162,7 @@ impl Objective {
             Self::Counterexample(c) => c.eval(x[0]),
             Self::Pest(p) => p.eval(x),
             Self::Lda(l) => l.eval(x),
+            Self::Robot(r) => r.eval(x),
         }
     }
 
@@ -165,7 +171,7 @@ impl Objective {
             Self::Synthetic(f) => Some(f.optimum()),
             Self::GpSample(g) => Some(g.optimum()),
             Self::Counterexample(c) => Some(c.optimum()),
-            Self::Pest(_) => None,
+            Self::Pest(_) | Self::Robot(_) => None,
             Self::Lda(l) => Some(l.optimum()),
         }
     }
@@ -175,7 +181,7 @@ impl Objective {
             Self::Synthetic(f) => Some(f.argmax(d)),
             Self::GpSample(g) => Some(g.argmax().to_vec()),
             Self::Counterexample(c) => Some(vec![c.argmax()]),
-            Self::Pest(_) => None,
+            Self::Pest(_) | Self::Robot(_) => None,
             Self::Lda(l) => Some(l.argmax().to_vec()),
         }
     }
@@ -200,6 +206,19 @@ impl CostFn for PestPrice {
 struct LdaCost(Arc<Lda>);
 
 impl CostFn for LdaCost {
+    fn cost(&self, x: &[f64]) -> f64 {
+        self.0.cost(x)
+    }
+    fn cost_grad(&self, x: &[f64], grad: &mut [f64]) -> f64 {
+        self.0.cost_grad(x, grad)
+    }
+}
+
+/// A robot-pushing problem's own cost (duration, or a simulated distance).
+#[derive(Debug)]
+struct RobotNativeCost(Arc<RobotPush>);
+
+impl CostFn for RobotNativeCost {
     fn cost(&self, x: &[f64]) -> f64 {
         self.0.cost(x)
     }
@@ -309,6 +328,8 @@ pub fn build(spec: &ProblemSpec) -> Result<Box<dyn Problem>, ProblemError> {
         ],
         "counterexample_eipc" | "counterexample_ei" => vec!["amplitude", "num_features"],
         "lda" => vec!["surrogate"],
+        "robot_push_3d" => vec!["goal_seed", "cost_epsilon"],
+        "robot_push_14d" => vec!["cost_type"],
         _ => vec![],
     };
     if spec.cost == "cosine" {
@@ -389,6 +410,30 @@ pub fn build(spec: &ProblemSpec) -> Result<Box<dyn Problem>, ProblemError> {
                 };
                 Objective::Lda(Arc::new(lda))
             }
+            "robot_push_3d" => {
+                need_dim(3)?;
+                let goal_seed = opt(spec, "goal_seed", spec.seed % 20)?;
+                let eps = opt(spec, "cost_epsilon", 0.01)?;
+                Objective::Robot(Arc::new(RobotPush::energy3(goal_seed, eps)?))
+            }
+            "robot_push_4d" => {
+                need_dim(4)?;
+                Objective::Robot(Arc::new(RobotPush::push4()))
+            }
+            "robot_push_14d" => {
+                need_dim(14)?;
+                let cost = match opt(spec, "cost_type", "mean".to_string())?.as_str() {
+                    "mean" => RobotCost::MeanDuration,
+                    "max" => RobotCost::MaxDuration,
+                    "distance" => RobotCost::HandDistance,
+                    other => {
+                        return err(format!(
+                            "option cost_type = {other:?}: expected mean, max or distance"
+                        ));
+                    }
+                };
+                Objective::Robot(Arc::new(RobotPush::push14(cost)?))
+            }
             _ => {
                 return err(format!(
                     "unknown objective {name:?}; known: {}",
@@ -442,9 +487,10 @@ pub fn build(spec: &ProblemSpec) -> Result<Box<dyn Problem>, ProblemError> {
             Objective::Counterexample(c) => Box::new(c.cost()),
             Objective::Pest(p) => Box::new(PestPrice(p.clone())),
             Objective::Lda(l) => Box::new(LdaCost(Arc::clone(l))),
+            Objective::Robot(r) => Box::new(RobotNativeCost(Arc::clone(r))),
             _ => {
                 return err(format!(
-                    "{name} has no native cost (native costs: counterexample_* bump, pest_control price, lda training time)"
+                    "{name} has no native cost (native costs: counterexample_* bump, pest_control price, lda training time, robot_push_* duration or distance)"
                 ));
             }
         },
@@ -529,6 +575,9 @@ mod registry_tests {
     #[test]
     fn every_objective_builds_with_every_supported_cost() {
         for name in names() {
+            if name.starts_with("robot_push") {
+                continue; // simulated: covered by `robot_problems_round_trip` below
+            }
             let d = default_dim(name);
             let mut spec_gp = spec(name, d, "uniform");
             if name == "gp_sample" {
@@ -612,6 +661,78 @@ mod registry_tests {
                 }
             }
         }
+    }
+
+    /// The robot-pushing problems build by name, agree bitwise with the direct construction,
+    /// reject wrong dimensions and options, and report no optimum.
+    #[test]
+    fn robot_problems_round_trip() {
+        use crate::robot::{RobotCost, RobotPush};
+        let x3 = [0.2, 0.55, 0.4];
+        let x4 = [0.1, 0.8, 0.6, 0.3];
+        let x14: Vec<f64> = (0..14).map(|i| ((i * 5 + 2) % 13) as f64 / 12.0).collect();
+        let mut s = spec("robot_push_3d", 3, "native");
+        s.seed = 23; // goal seed 23 mod 20 = 3
+        let p = build(&s).unwrap();
+        let direct = RobotPush::energy3(3, 0.01).unwrap();
+        assert_eq!(p.eval(&x3).to_bits(), direct.eval(&x3).to_bits());
+        assert_eq!(p.cost(&x3).to_bits(), direct.cost(&x3).to_bits());
+        assert_eq!((p.optimum(), p.argmax(), p.dim()), (None, None, 3));
+        assert!(!p.uniform_cost());
+        s.options.insert("goal_seed".into(), "4".into());
+        s.options.insert("cost_epsilon".into(), "0.5".into());
+        let q = build(&s).unwrap();
+        let direct = RobotPush::energy3(4, 0.5).unwrap();
+        assert_eq!(q.eval(&x3).to_bits(), direct.eval(&x3).to_bits());
+        assert_eq!(q.cost(&x3).to_bits(), direct.cost(&x3).to_bits());
+        let p = build(&spec("robot_push_4d", 4, "native")).unwrap();
+        assert_eq!(
+            p.eval(&x4).to_bits(),
+            RobotPush::push4().eval(&x4).to_bits()
+        );
+        assert_eq!(p.cost(&x4), 29.0 * 0.6 + 1.0);
+        let u = build(&spec("robot_push_4d", 4, "uniform")).unwrap();
+        assert!(u.uniform_cost() && u.cost(&x4) == 1.0);
+        for (t, c) in [
+            ("mean", RobotCost::MeanDuration),
+            ("max", RobotCost::MaxDuration),
+            ("distance", RobotCost::HandDistance),
+        ] {
+            let mut s = spec("robot_push_14d", 14, "native");
+            s.options.insert("cost_type".into(), t.into());
+            let p = build(&s).unwrap();
+            let direct = RobotPush::push14(c).unwrap();
+            assert_eq!(p.eval(&x14).to_bits(), direct.eval(&x14).to_bits());
+            assert_eq!(p.cost(&x14).to_bits(), direct.cost(&x14).to_bits());
+            let mut g = vec![0.0; 14];
+            let c = p.cost_grad(&x14, &mut g);
+            assert!(c > 0.0 && g.iter().all(|v| v.is_finite()));
+        }
+        let mut s = spec("robot_push_14d", 14, "native");
+        s.options.insert("cost_type".into(), "energy".into());
+        assert!(build(&s).err().unwrap().0.contains("cost_type"));
+        assert!(
+            build(&spec("robot_push_4d", 3, "native"))
+                .err()
+                .unwrap()
+                .0
+                .contains("dim = 4")
+        );
+        assert!(build(&spec("robot_push_3d", 3, "periodic")).is_err());
+        let mut s = spec("robot_push_4d", 4, "native");
+        s.options.insert("goal_seed".into(), "1".into());
+        assert!(build(&s).err().unwrap().0.contains("unknown option"));
+        let mut s = spec("robot_push_3d", 3, "native");
+        s.options.insert("cost_epsilon".into(), "-1".into());
+        assert!(build(&s).is_err());
+        assert!(names().contains(&"robot_push_14d"));
+        // Wrong-length inputs give NaN.
+        assert!(
+            build(&spec("robot_push_3d", 3, "native"))
+                .unwrap()
+                .eval(&x4)
+                .is_nan()
+        );
     }
 
     #[test]
