@@ -8,7 +8,10 @@
 //! the input space that the multi-start optimizer can maximize.
 
 pub mod analytic;
+pub mod budgeted;
 pub mod cost;
+pub mod kg;
+pub mod mes;
 pub mod pbgi;
 pub mod pbgi_d;
 pub mod registry;
