@@ -22,7 +22,7 @@ pub fn study_err(e: pandora_study::Error) -> PyErr {
     match e {
         E::Invalid { .. } => PyValueError::new_err(e.to_string()),
         E::NotFound(_) => PyLookupError::new_err(e.to_string()),
-        E::Storage(_) => PyRuntimeError::new_err(e.to_string()),
+        E::Storage(_) | E::Postgres(_) => PyRuntimeError::new_err(e.to_string()),
         E::Core(c) => core_err(c),
     }
 }

@@ -6,7 +6,6 @@
 
 use crate::error::{json_err, study_err, value_err};
 use pandora_study::storage::Storage;
-use pandora_study::storage::sqlite::SqliteStorage;
 use pandora_study::{Ask, Outcome, Study, StudyConfig};
 use pyo3::prelude::*;
 use serde_json::json;
@@ -18,19 +17,10 @@ pub struct NativeStudy {
     inner: Mutex<Study>,
 }
 
-/// Opens the storage named by a URL (`sqlite:PATH`, `sqlite:///abs/path`, `sqlite::memory:`).
+/// Opens the storage named by a URL (`sqlite:PATH`, `sqlite:///abs/path`, `sqlite::memory:`,
+/// `postgresql://user:pass@host/db`).
 fn open_storage(url: &str) -> PyResult<Box<dyn Storage>> {
-    if url.starts_with("postgres") {
-        return Err(value_err(
-            "storage: PostgreSQL storage is not available yet; use sqlite:PATH",
-        ));
-    }
-    if !url.starts_with("sqlite:") {
-        return Err(value_err(format!(
-            "storage: unsupported URL {url:?} (expected sqlite:PATH or sqlite:///abs/path.db)"
-        )));
-    }
-    Ok(Box::new(SqliteStorage::open_url(url).map_err(study_err)?))
+    pandora_study::storage::open(url).map_err(study_err)
 }
 
 impl NativeStudy {

@@ -31,8 +31,8 @@ def _normalize_url(storage: str) -> str:
         path = storage[len("sqlite:"):]
     elif "://" in storage:
         scheme = storage.split("://", 1)[0]
-        if scheme.startswith("postgres"):
-            raise ValueError("storage: PostgreSQL storage is not available yet; use sqlite:PATH")
+        if scheme in ("postgres", "postgresql"):
+            return storage
         raise ValueError(f"storage: unsupported scheme {scheme!r} (expected sqlite:)")
     else:
         path = storage
