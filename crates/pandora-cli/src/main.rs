@@ -5,6 +5,8 @@ mod boxes;
 mod eval;
 mod experiment;
 mod input;
+mod plot;
+mod progress;
 mod study_cmd;
 
 use clap::{Parser, Subcommand};
@@ -22,34 +24,46 @@ enum Command {
     /// Run a study: propose, evaluate and record trials until the budget or trial limit is
     /// reached. Running it again resumes the study. See docs/studies.md.
     Run {
-        /// Study configuration (TOML).
-        config: String,
+        #[command(flatten)]
+        target: study_cmd::Target,
         /// Worker threads evaluating trials in parallel.
         #[arg(long, default_value_t = 1)]
         workers: usize,
-        /// Do not print a line per trial.
+        /// No progress output (no bar, no line per trial).
         #[arg(long)]
         quiet: bool,
+        /// Mark running trials without a heartbeat for this many seconds abandoned when starting
+        /// (trials of killed workers).
+        #[arg(long, value_name = "SECONDS", default_value_t = study_cmd::STALE_S)]
+        abandon_after: f64,
     },
     /// Hand out the next trial of a study (for loops driven by another program).
     Ask {
-        /// Study configuration (TOML).
-        config: String,
+        #[command(flatten)]
+        target: study_cmd::Target,
         /// Worker name recorded with the trial.
         #[arg(long)]
         worker: Option<String>,
     },
-    /// Record the outcome of a trial.
+    /// Record the outcome of a trial: `tell CONFIG N ...` or `tell --storage URL --study NAME N ...`.
     Tell {
-        /// Study configuration (TOML).
-        config: String,
-        /// Trial number (from `pandora ask`).
-        number: u64,
+        /// CONFIG then trial NUMBER, or only the NUMBER with --storage/--study.
+        #[arg(value_name = "CONFIG|NUMBER")]
+        first: String,
+        /// Trial number (from `pandora ask`) when CONFIG is given.
+        #[arg(value_name = "NUMBER")]
+        second: Option<String>,
+        /// Storage URL of an existing study (with --study), instead of CONFIG.
+        #[arg(long, value_name = "URL")]
+        storage: Option<String>,
+        /// Name of the study in --storage.
+        #[arg(long, value_name = "NAME")]
+        study: Option<String>,
         /// Objective value.
         #[arg(long, allow_negative_numbers = true)]
         objective: Option<f64>,
         /// Cost of the evaluation (required for reported or runtime costs).
-        #[arg(long)]
+        #[arg(long, allow_negative_numbers = true)]
         cost: Option<f64>,
         /// Mark the trial failed with this reason.
         #[arg(long)]
@@ -57,21 +71,29 @@ enum Command {
     },
     /// Summary of a study: trial counts, cost spent, best trial, current λ.
     Status {
-        /// Study configuration (TOML).
-        config: String,
+        #[command(flatten)]
+        target: study_cmd::Target,
     },
     /// The best complete trial of a study.
     Best {
-        /// Study configuration (TOML).
-        config: String,
+        #[command(flatten)]
+        target: study_cmd::Target,
     },
     /// Every trial of a study, as CSV (parameters in `param.NAME` columns) or JSON.
     Export {
-        /// Study configuration (TOML).
-        config: String,
+        #[command(flatten)]
+        target: study_cmd::Target,
         /// `csv` or `json`.
         #[arg(long, default_value = "csv")]
         format: String,
+    },
+    /// Plot a study: best value so far against cumulative cost, and cost per trial.
+    Plot {
+        #[command(flatten)]
+        target: study_cmd::Target,
+        /// Output file, PNG or SVG by its extension (default: STUDY.png).
+        #[arg(long, value_name = "FILE")]
+        out: Option<String>,
     },
     /// Evaluate a GP posterior and acquisition functions at given points (JSON in, JSON out).
     ///
@@ -114,21 +136,48 @@ fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Run {
-            config,
+            target,
             workers,
             quiet,
-        } => study_cmd::run(&config, workers, quiet),
-        Command::Ask { config, worker } => study_cmd::ask(&config, worker.as_deref()),
+            abandon_after,
+        } => study_cmd::run(
+            &target,
+            &study_cmd::RunOptions {
+                workers,
+                quiet,
+                abandon_after_s: abandon_after,
+            },
+        ),
+        Command::Ask { target, worker } => study_cmd::ask(&target, worker.as_deref()),
         Command::Tell {
-            config,
-            number,
+            first,
+            second,
+            storage,
+            study,
             objective,
             cost,
             failed,
-        } => study_cmd::tell(&config, number, objective, cost, failed),
-        Command::Status { config } => study_cmd::status(&config),
-        Command::Best { config } => study_cmd::best(&config),
-        Command::Export { config, format } => study_cmd::export(&config, &format),
+        } => {
+            let (config, number) = match second {
+                Some(n) => (Some(first), n),
+                None => (None, first),
+            };
+            let target = study_cmd::Target {
+                config,
+                storage,
+                study,
+            };
+            match number.parse::<u64>() {
+                Ok(n) => study_cmd::tell(&target, n, objective, cost, failed),
+                Err(_) => Err(anyhow::anyhow!(
+                    "NUMBER: expected a trial number, got '{number}'"
+                )),
+            }
+        }
+        Command::Status { target } => study_cmd::status(&target),
+        Command::Best { target } => study_cmd::best(&target),
+        Command::Export { target, format } => study_cmd::export(&target, &format),
+        Command::Plot { target, out } => study_cmd::plot(&target, out.as_deref()),
         Command::Eval { file } => eval::main(file.as_deref()),
         Command::Boxes { file, verify } => boxes::main(file.as_deref(), verify),
         Command::Bench {

@@ -1,10 +1,15 @@
-//! Study commands: `run`, `ask`, `tell`, `status`, `best`.
+//! Study commands: `run`, `ask`, `tell`, `status`, `best`, `export`, `plot`.
+//!
+//! Every command names its study by a configuration file or by `--storage URL --study NAME`
+//! ([`Target`]).
 
+use crate::plot;
+use crate::progress::Progress;
 use anyhow::{Context, Result, anyhow, bail};
 use pandora_problems::Builtin;
 use pandora_study::config::CostKind;
 use pandora_study::storage::Storage;
-use pandora_study::{Ask, Outcome, Study, StudyConfig, Trial};
+use pandora_study::{Ask, Outcome, Study, StudyConfig, Trial, TrialState};
 use serde_json::json;
 use std::io::{Read, Write};
 use std::process::{Command, Stdio};
@@ -27,11 +32,70 @@ pub fn open_storage(url: &str) -> Result<Box<dyn Storage>> {
     })
 }
 
+/// Which study a command works on: a configuration file, or `--storage URL --study NAME` (an
+/// existing study, opened with its stored configuration).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct Target {
+    /// Study configuration (TOML).
+    pub config: Option<String>,
+    /// Storage URL of an existing study (with --study), instead of CONFIG.
+    #[arg(long, value_name = "URL")]
+    pub storage: Option<String>,
+    /// Name of the study in --storage.
+    #[arg(long, value_name = "NAME")]
+    pub study: Option<String>,
+}
+
+impl Target {
+    /// Opens the study; also returns the storage URL (for a second connection).
+    pub fn open(&self) -> Result<(Study, String)> {
+        match (&self.config, &self.storage, &self.study) {
+            (Some(_), Some(_), _) | (Some(_), _, Some(_)) => {
+                bail!("give either a CONFIG file or --storage URL --study NAME, not both")
+            }
+            (Some(path), None, None) => {
+                let cfg = load_config(path)?;
+                let url = cfg.study.storage.clone();
+                let storage = open_storage(&url)?;
+                let study = Study::open(cfg, storage).map_err(|e| anyhow!("{path}: {e}"))?;
+                Ok((study, url))
+            }
+            (None, Some(url), Some(name)) => {
+                if url.starts_with("sqlite:") {
+                    // Opening a missing file would create an empty database.
+                    let file = pandora_study::storage::sqlite::SqliteStorage::path_of_url(url)
+                        .map_err(|e| anyhow!("{e}"))?;
+                    if file != ":memory:" && !std::path::Path::new(file).exists() {
+                        bail!("--storage {url}: no such database file '{file}'");
+                    }
+                }
+                let storage = open_storage(url)?;
+                let study =
+                    Study::load(name, storage).map_err(|e| anyhow!("--study {name}: {e}"))?;
+                Ok((study, url.clone()))
+            }
+            (None, Some(_), None) => bail!("--storage URL needs --study NAME"),
+            (None, None, Some(_)) => bail!("--study NAME needs --storage URL"),
+            (None, None, None) => {
+                bail!("give a CONFIG file, or --storage URL --study NAME of an existing study")
+            }
+        }
+    }
+
+    /// Opens the study (see [`Target::open`]).
+    pub fn study(&self) -> Result<Study> {
+        Ok(self.open()?.0)
+    }
+}
+
 /// Opens the study of a configuration file.
+#[allow(dead_code)] // kept for callers outside the study commands
 pub fn open_study(path: &str) -> Result<Study> {
-    let cfg = load_config(path)?;
-    let storage = open_storage(&cfg.study.storage)?;
-    Study::open(cfg, storage).map_err(|e| anyhow!("{e}"))
+    Target {
+        config: Some(path.to_string()),
+        ..Target::default()
+    }
+    .study()
 }
 
 /// The result of evaluating one trial.
@@ -39,15 +103,39 @@ struct Evaluation {
     outcome: Outcome,
 }
 
+/// The last `n` lines of `s`, at most 1000 characters (the end kept).
 fn tail(s: &str, n: usize) -> String {
     let t: Vec<&str> = s.lines().rev().take(n).collect();
-    t.into_iter().rev().collect::<Vec<_>>().join("\n")
+    let t = t.into_iter().rev().collect::<Vec<_>>().join("\n");
+    let count = t.chars().count();
+    if count > 1000 {
+        format!("...{}", t.chars().skip(count - 1000).collect::<String>())
+    } else {
+        t
+    }
 }
 
 /// Parses the objective command's stdout: a bare number or `{"objective": v, "cost": c}`.
 fn parse_output(text: &str) -> std::result::Result<(f64, Option<f64>), String> {
-    let v: serde_json::Value = serde_json::from_str(text.trim())
-        .map_err(|e| format!("malformed output (expected a number or JSON): {e}"))?;
+    let text = text.trim();
+    let v: serde_json::Value = match serde_json::from_str(text) {
+        Ok(v) => v,
+        Err(e) => {
+            // Python's json module writes NaN and Infinity, which are not JSON.
+            if let Ok(x) = text.parse::<f64>() {
+                return Err(format!("objective is not finite: {x}"));
+            }
+            if text.contains("NaN") || text.contains("Infinity") {
+                return Err(format!(
+                    "output contains a value that is not finite: {text}"
+                ));
+            }
+            return Err(format!(
+                "malformed output (expected a number or JSON): {e}; output: {}",
+                tail(text, 3)
+            ));
+        }
+    };
     let (obj, cost) = match &v {
         serde_json::Value::Number(n) => (n.as_f64(), None),
         serde_json::Value::Object(m) => {
@@ -169,29 +257,30 @@ fn evaluate(study: &Study, trial: &Trial) -> Evaluation {
     Evaluation { outcome }
 }
 
-fn fmt_opt(v: Option<f64>) -> String {
-    v.map_or("-".into(), |x| format!("{x:.6}"))
-}
-
-/// Seconds between heartbeats of a running evaluation.
-const HEARTBEAT_S: u64 = 10;
-/// A running trial without a heartbeat for this long is abandoned when a run starts.
+/// Seconds between heartbeats of a running evaluation (at most; see [`heartbeat_interval`]).
+const HEARTBEAT_S: f64 = 10.0;
+/// By default, a running trial without a heartbeat for this long is abandoned when a run starts.
 pub const STALE_S: f64 = 120.0;
 
-/// Evaluates `trial` while a second connection keeps its heartbeat fresh.
-fn evaluate_with_heartbeat(study: &Study, trial: &Trial) -> Evaluation {
+/// The heartbeat period for an abandon timeout: several heartbeats per timeout, so that a live
+/// worker's trial is never taken for abandoned.
+fn heartbeat_interval(abandon_after_s: f64) -> Duration {
+    Duration::from_secs_f64((abandon_after_s / 4.0).clamp(0.05, HEARTBEAT_S))
+}
+
+/// Evaluates `trial` while a second connection (to `url`) keeps its heartbeat fresh.
+fn evaluate_with_heartbeat(study: &Study, url: &str, trial: &Trial, every: Duration) -> Evaluation {
     let done = std::sync::atomic::AtomicBool::new(false);
-    let url = study.config().study.storage.clone();
     let name = study.config().study.name.clone();
     std::thread::scope(|s| {
         s.spawn(|| {
-            let Ok(mut storage) = open_storage(&url) else {
+            let Ok(mut storage) = open_storage(url) else {
                 return;
             };
             let mut last = Instant::now();
             while !done.load(std::sync::atomic::Ordering::Relaxed) {
-                std::thread::sleep(Duration::from_millis(50));
-                if last.elapsed() >= Duration::from_secs(HEARTBEAT_S) {
+                std::thread::sleep(Duration::from_millis(20));
+                if last.elapsed() >= every {
                     let _ = storage.heartbeat(&name, trial.number);
                     last = Instant::now();
                 }
@@ -203,55 +292,65 @@ fn evaluate_with_heartbeat(study: &Study, trial: &Trial) -> Evaluation {
     })
 }
 
-fn worker_loop(path: &str, worker: &str, quiet: bool) -> Result<String> {
-    let mut study = open_study(path)?;
+fn worker_loop(
+    target: &Target,
+    worker: &str,
+    progress: &Progress,
+    every: Duration,
+) -> Result<String> {
+    let (mut study, url) = target.open()?;
     loop {
         let trial = match study.ask(worker).map_err(|e| anyhow!("{e}"))? {
             Ask::Finished(f) => return Ok(f.to_string()),
             Ask::Trial(t) => t,
         };
-        let ev = evaluate_with_heartbeat(&study, &trial);
+        let ev = evaluate_with_heartbeat(&study, &url, &trial, every);
         let told = study
             .tell(trial.number, &ev.outcome)
             .map_err(|e| anyhow!("storing trial {}: {e}", trial.number))?;
-        if !quiet {
-            let s = study.summary().map_err(|e| anyhow!("{e}"))?;
-            let budget = match study.config().budget.total {
-                Some(b) => format!("{:.2}/{b:.2}", s.budget_spent),
-                None => format!("{:.2}", s.budget_spent),
-            };
-            let status = match &told.error {
-                Some(e) => format!("failed ({e})"),
-                None => format!("value {}", fmt_opt(told.objective)),
-            };
-            eprintln!(
-                "[{worker}] trial {:>4} {:<7} {status}  cost {}  best {}  spent {budget}{}",
-                told.number,
-                told.decision["phase"].as_str().unwrap_or("?"),
-                fmt_opt(told.cost),
-                fmt_opt(s.best.as_ref().and_then(|b| b.objective)),
-                s.lambda.map_or(String::new(), |l| format!("  λ {l:.3e}")),
-            );
-        }
+        let s = study.summary().map_err(|e| anyhow!("{e}"))?;
+        progress.trial(worker, &told, &s);
     }
 }
 
-/// `pandora run CONFIG [--workers K]`.
-pub fn run(path: &str, workers: usize, quiet: bool) -> Result<()> {
-    let workers = workers.max(1);
-    {
-        // Trials of workers that vanished (killed, machine lost) are marked abandoned, not lost.
-        let mut study = open_study(path)?;
-        let gone = study.abandon_stale(STALE_S).map_err(|e| anyhow!("{e}"))?;
-        if !gone.is_empty() && !quiet {
-            eprintln!("marked abandoned (no heartbeat for {STALE_S} s): trials {gone:?}");
-        }
+/// Options of `pandora run`.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// Worker threads evaluating trials in parallel.
+    pub workers: usize,
+    /// No progress output.
+    pub quiet: bool,
+    /// Running trials without a heartbeat for this many seconds are marked abandoned at start.
+    pub abandon_after_s: f64,
+}
+
+/// `pandora run CONFIG [--workers K] [--quiet] [--abandon-after S]`.
+pub fn run(target: &Target, opts: &RunOptions) -> Result<()> {
+    let workers = opts.workers.max(1);
+    let stale = opts.abandon_after_s;
+    if !(stale.is_finite() && stale > 0.0) {
+        bail!("--abandon-after: must be a positive number of seconds, got {stale}");
     }
+    let (progress, every) = {
+        // Trials of workers that vanished (killed, machine lost) are marked abandoned, not lost.
+        let (mut study, _) = target.open()?;
+        let gone = study.abandon_stale(stale).map_err(|e| anyhow!("{e}"))?;
+        let budget = study.config().budget.clone();
+        let progress = Progress::new(opts.quiet, budget.max_trials, budget.total);
+        if !gone.is_empty() {
+            progress.note(&format!(
+                "marked abandoned (no heartbeat for {stale} s): trials {gone:?}"
+            ));
+        }
+        progress.start(&study.summary().map_err(|e| anyhow!("{e}"))?);
+        (progress, heartbeat_interval(stale))
+    };
     let reasons: Vec<Result<String>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..workers)
             .map(|k| {
                 let name = format!("{}-{}-{k}", hostname(), std::process::id());
-                s.spawn(move || worker_loop(path, &name, quiet))
+                let progress = &progress;
+                s.spawn(move || worker_loop(target, &name, progress, every))
             })
             .collect();
         handles
@@ -262,11 +361,12 @@ pub fn run(path: &str, workers: usize, quiet: bool) -> Result<()> {
             })
             .collect()
     });
+    progress.finish();
     let mut first_reason = None;
     for r in reasons {
         first_reason.get_or_insert(r?);
     }
-    let mut study = open_study(path)?;
+    let mut study = target.study()?;
     let s = study.summary().map_err(|e| anyhow!("{e}"))?;
     println!(
         "{}",
@@ -300,8 +400,8 @@ fn summary_json(s: &pandora_study::Summary) -> serde_json::Value {
 }
 
 /// `pandora ask CONFIG`: hands out one trial and prints `{"number", "params"}`.
-pub fn ask(path: &str, worker: Option<&str>) -> Result<()> {
-    let mut study = open_study(path)?;
+pub fn ask(target: &Target, worker: Option<&str>) -> Result<()> {
+    let mut study = target.study()?;
     let w = worker.map_or_else(
         || format!("{}-{}", hostname(), std::process::id()),
         str::to_string,
@@ -315,13 +415,13 @@ pub fn ask(path: &str, worker: Option<&str>) -> Result<()> {
 
 /// `pandora tell CONFIG NUMBER (--objective V [--cost C] | --failed REASON)`.
 pub fn tell(
-    path: &str,
+    target: &Target,
     number: u64,
     objective: Option<f64>,
     cost: Option<f64>,
     failed: Option<String>,
 ) -> Result<()> {
-    let mut study = open_study(path)?;
+    let mut study = target.study()?;
     let trials = study.trials().map_err(|e| anyhow!("{e}"))?;
     let trial = trials
         .iter()
@@ -347,16 +447,16 @@ pub fn tell(
 }
 
 /// `pandora status CONFIG`.
-pub fn status(path: &str) -> Result<()> {
-    let mut study = open_study(path)?;
+pub fn status(target: &Target) -> Result<()> {
+    let mut study = target.study()?;
     let s = study.summary().map_err(|e| anyhow!("{e}"))?;
     println!("{}", serde_json::to_string_pretty(&summary_json(&s))?);
     Ok(())
 }
 
 /// `pandora best CONFIG`.
-pub fn best(path: &str) -> Result<()> {
-    let mut study = open_study(path)?;
+pub fn best(target: &Target) -> Result<()> {
+    let mut study = target.study()?;
     match study.best().map_err(|e| anyhow!("{e}"))? {
         Some(t) => println!("{}", serde_json::to_string_pretty(&trial_json(&t))?),
         None => bail!("no complete trial yet"),
@@ -374,8 +474,11 @@ fn csv_field(v: &str) -> String {
 
 /// `pandora export CONFIG --format csv|json`: every trial, parameters flattened into columns for
 /// CSV (`param.NAME`).
-pub fn export(path: &str, format: &str) -> Result<()> {
-    let mut study = open_study(path)?;
+pub fn export(target: &Target, format: &str) -> Result<()> {
+    if !matches!(format, "csv" | "json") {
+        bail!("--format: expected csv or json, got '{format}'");
+    }
+    let mut study = target.study()?;
     let trials = study.trials().map_err(|e| anyhow!("{e}"))?;
     match format {
         "json" => println!("{}", serde_json::to_string_pretty(&trials)?),
@@ -439,5 +542,96 @@ pub fn export(path: &str, format: &str) -> Result<()> {
         }
         other => bail!("--format: expected csv or json, got '{other}'"),
     }
+    Ok(())
+}
+
+/// The figure of a study: best value so far against cumulative cost, and cost per trial.
+///
+/// Trials are taken in order of their numbers; the cumulative cost adds every evaluated trial's
+/// cost (failed ones included, when they consumed any).
+pub fn study_figure(study: &Study, trials: &[Trial]) -> plot::Figure {
+    let dir = study.config().study.direction;
+    let mut sorted: Vec<&Trial> = trials.iter().collect();
+    sorted.sort_by_key(|t| t.number);
+    let (mut best_x, mut best_y) = (Vec::new(), Vec::new());
+    let (mut obs_x, mut obs_y) = (Vec::new(), Vec::new());
+    let (mut ok_n, mut ok_c, mut bad_n, mut bad_c) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut cumulative = 0.0;
+    let mut best: Option<f64> = None;
+    for t in sorted {
+        let Some(c) = t.cost.filter(|c| c.is_finite()) else {
+            continue;
+        };
+        cumulative += c;
+        match (t.state, t.objective) {
+            (TrialState::Complete, Some(v)) if v.is_finite() => {
+                if best.is_none_or(|b| dir.to_internal(v) > dir.to_internal(b)) {
+                    best = Some(v);
+                }
+                obs_x.push(cumulative);
+                obs_y.push(v);
+                ok_n.push(t.number as f64);
+                ok_c.push(c);
+            }
+            _ => {
+                bad_n.push(t.number as f64);
+                bad_c.push(c);
+            }
+        }
+        if let Some(b) = best {
+            best_x.push(cumulative);
+            best_y.push(b);
+        }
+    }
+    let name = &study.config().study.name;
+    let direction = match dir {
+        pandora_study::space::Direction::Maximize => "maximize",
+        pandora_study::space::Direction::Minimize => "minimize",
+    };
+    plot::Figure {
+        title: format!("study {name} ({direction})"),
+        panels: vec![
+            plot::Panel {
+                title: "best value so far".into(),
+                x_label: "cumulative cost".into(),
+                y_label: "objective".into(),
+                log_y: false,
+                series: vec![
+                    plot::Series::line("best so far", best_x, best_y),
+                    plot::Series::points("trials", obs_x, obs_y).with_color(7),
+                ],
+                legend: match dir {
+                    pandora_study::space::Direction::Maximize => plot::Legend::LowerRight,
+                    pandora_study::space::Direction::Minimize => plot::Legend::UpperRight,
+                },
+            },
+            plot::Panel {
+                title: "cost per trial".into(),
+                x_label: "trial".into(),
+                y_label: "cost".into(),
+                log_y: false,
+                series: vec![
+                    plot::Series::points("complete", ok_n, ok_c),
+                    plot::Series::points("failed", bad_n, bad_c).with_color(3),
+                ],
+                legend: plot::Legend::UpperRight,
+            },
+        ],
+    }
+}
+
+/// `pandora plot CONFIG [--out FILE]`: writes the study's figure (PNG or SVG by extension;
+/// default `<study>.png`) and prints `{"figure": FILE, "trials": N}`.
+pub fn plot(target: &Target, out: Option<&str>) -> Result<()> {
+    let mut study = target.study()?;
+    let trials = study.trials().map_err(|e| anyhow!("{e}"))?;
+    let out = out.map_or_else(
+        || format!("{}.png", study.config().study.name),
+        str::to_string,
+    );
+    let fig = study_figure(&study, &trials);
+    plot::render(&fig, std::path::Path::new(&out))?;
+    println!("{}", json!({"figure": out, "trials": trials.len()}));
     Ok(())
 }
