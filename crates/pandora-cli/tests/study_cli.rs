@@ -231,3 +231,44 @@ acquisition = "pbgi_d"
     assert!(spent <= 25.0 + 5.0, "{spent}");
     assert!(v["summary"]["complete"].as_u64().unwrap() >= 4);
 }
+
+#[test]
+fn storage_and_study_flags_and_plots_work_on_a_stored_study() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("s.toml"), BUILTIN).unwrap();
+    let (code, _, err) = pandora(dir.path(), &["run", "s.toml", "--quiet"]);
+    assert_eq!(code, 0, "{err}");
+    let (code, by_config, _) = pandora(dir.path(), &["best", "s.toml"]);
+    assert_eq!(code, 0);
+    let flags = ["--storage", "sqlite:study.db", "--study", "t"];
+    let (code, by_flags, err) = pandora(dir.path(), &[&["best"][..], &flags].concat());
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(by_config, by_flags, "the same best trial either way");
+    // Unknown study, and both or neither of CONFIG and --storage/--study: clear errors.
+    let (code, _, err) = pandora(
+        dir.path(),
+        &["status", "--storage", "sqlite:study.db", "--study", "nope"],
+    );
+    assert_ne!(code, 0);
+    assert!(err.contains("nope"), "{err}");
+    let (code, _, _) = pandora(dir.path(), &[&["status", "s.toml"][..], &flags].concat());
+    assert_ne!(code, 0);
+    let (code, _, _) = pandora(dir.path(), &["status"]);
+    assert_ne!(code, 0);
+    // Plots in both formats, from the config and from the flags.
+    let (code, _, err) = pandora(dir.path(), &["plot", "s.toml", "--out", "a.png"]);
+    assert_eq!(code, 0, "{err}");
+    let png = std::fs::read(dir.path().join("a.png")).unwrap();
+    assert!(png.len() > 1000 && png.starts_with(b"\x89PNG\r\n\x1a\n"));
+    let (code, _, err) = pandora(
+        dir.path(),
+        &[&["plot"][..], &flags, &["--out", "a.svg"]].concat(),
+    );
+    assert_eq!(code, 0, "{err}");
+    let svg = std::fs::read_to_string(dir.path().join("a.svg")).unwrap();
+    assert!(
+        svg.contains("<svg") && svg.contains("best so far"),
+        "{}",
+        &svg[..200.min(svg.len())]
+    );
+}
