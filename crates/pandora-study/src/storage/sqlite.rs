@@ -39,7 +39,7 @@ use std::time::Duration;
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
 
 use crate::error::{Error, Result};
-use crate::storage::{Decide, Storage, now};
+use crate::storage::{Decide, Storage, ValidOutcome, finite, now, validate_outcome};
 use crate::trial::{NewTrial, Outcome, Trial, TrialState};
 
 /// The newest schema version this code knows (the number of migrations).
@@ -289,67 +289,6 @@ fn load_trial(conn: &Connection, study: &str, number: u64) -> Result<Option<Tria
     Ok(stmt
         .query_row(params![study, to_sql_number(number)?], row_to_trial)
         .optional()?)
-}
-
-/// Checks that `v` is a finite number; the error names `what`.
-fn finite(what: &str, v: f64) -> Result<f64> {
-    if v.is_finite() {
-        Ok(v)
-    } else {
-        Err(Error::invalid(what, format!("must be finite, got {v}")))
-    }
-}
-
-/// An outcome checked by [`validate_outcome`], as stored in the `trials` columns.
-struct ValidOutcome<'a> {
-    state: TrialState,
-    objective: Option<f64>,
-    cost: Option<f64>,
-    error: Option<&'a str>,
-}
-
-/// Validates an outcome before anything is written (NaN, infinities and impossible costs are
-/// refused with an error naming the field).
-fn validate_outcome(outcome: &Outcome) -> Result<ValidOutcome<'_>> {
-    match outcome {
-        Outcome::Complete { objective, cost } => {
-            let objective = finite("objective", *objective)?;
-            let cost = finite("cost", *cost)?;
-            if cost <= 0.0 {
-                return Err(Error::invalid(
-                    "cost",
-                    format!("a complete trial's cost must be > 0, got {cost}"),
-                ));
-            }
-            Ok(ValidOutcome {
-                state: TrialState::Complete,
-                objective: Some(objective),
-                cost: Some(cost),
-                error: None,
-            })
-        }
-        Outcome::Failed { reason, cost } => {
-            let cost = match cost {
-                None => None,
-                Some(c) => {
-                    let c = finite("cost", *c)?;
-                    if c < 0.0 {
-                        return Err(Error::invalid(
-                            "cost",
-                            format!("a failed trial's cost must be >= 0, got {c}"),
-                        ));
-                    }
-                    Some(c)
-                }
-            };
-            Ok(ValidOutcome {
-                state: TrialState::Failed,
-                objective: None,
-                cost,
-                error: Some(reason.as_str()),
-            })
-        }
-    }
 }
 
 impl Storage for SqliteStorage {
