@@ -86,12 +86,14 @@ fn check(trials: &[Value], _dir: &Path) {
         let c = t["cost"].as_f64().unwrap();
         assert!((c - (1.0 + (x[0] + x[1]) / 2.0)).abs() < 1e-12, "{t}");
     }
-    // Every process worked: trials come from 4 distinct workers.
+    // The processes really ran side by side: trials come from several workers. Not necessarily
+    // all four: SQLite's write lock is not fair (a waiting connection sleeps and retries), so on
+    // a 2-core machine one process can wait out the whole run while the others take turns.
     let workers: HashSet<&str> = trials
         .iter()
         .map(|t| t["worker"].as_str().unwrap())
         .collect();
-    assert_eq!(workers.len(), PROCESSES, "{workers:?}");
+    assert!((2..=PROCESSES).contains(&workers.len()), "{workers:?}");
     // No model-phase point was proposed twice (pending trials are accounted for).
     let mut seen = HashSet::new();
     for t in trials.iter().filter(|t| t["decision"]["phase"] == "model") {

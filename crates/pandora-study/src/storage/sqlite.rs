@@ -110,6 +110,29 @@ impl SqliteStorage {
         if path.is_empty() {
             return Err(Error::invalid("path", "empty database path"));
         }
+        // SQLite answers some lock conflicts while a connection is set up (switching to WAL,
+        // reading the WAL index another process is creating) with SQLITE_BUSY at once, without
+        // consulting the busy handler. Several processes opening one fresh file at the same
+        // moment hit this, so the whole setup is retried until the busy timeout has passed.
+        let deadline = std::time::Instant::now() + busy_timeout;
+        let mut pause = Duration::from_millis(1);
+        loop {
+            match Self::open_once(path, busy_timeout) {
+                Err(OpenFailure::Busy(e)) => {
+                    if std::time::Instant::now() >= deadline {
+                        return Err(e.into());
+                    }
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(Duration::from_millis(50));
+                }
+                Err(OpenFailure::Other(e)) => return Err(e),
+                Ok(storage) => return Ok(storage),
+            }
+        }
+    }
+
+    /// One attempt of [`SqliteStorage::open_with_timeout`].
+    fn open_once(path: &str, busy_timeout: Duration) -> std::result::Result<Self, OpenFailure> {
         let conn = if path == ":memory:" {
             Connection::open_in_memory()?
         } else {
@@ -120,9 +143,9 @@ impl SqliteStorage {
         // In-memory databases report "memory", which is fine.
         let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
         if path != ":memory:" && !mode.eq_ignore_ascii_case("wal") {
-            return Err(Error::Storage(format!(
+            return Err(OpenFailure::Other(Error::Storage(format!(
                 "could not enable WAL journal mode on {path} (got {mode})"
-            )));
+            ))));
         }
         conn.pragma_update(None, "synchronous", "FULL")?;
         conn.pragma_update(None, "foreign_keys", true)?;
@@ -164,7 +187,7 @@ impl SqliteStorage {
 
     /// Applies pending migrations in one `BEGIN IMMEDIATE` transaction (so that two processes
     /// opening a fresh file at once do not both migrate it).
-    fn migrate(&mut self) -> Result<()> {
+    fn migrate(&mut self) -> std::result::Result<(), OpenFailure> {
         let tx = self
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)?;
@@ -176,20 +199,21 @@ impl SqliteStorage {
         )?;
         let current = read_version(&tx)?;
         if current > SCHEMA_VERSION {
-            return Err(Error::Storage(format!(
+            return Err(OpenFailure::Other(Error::Storage(format!(
                 "database schema version {current} is newer than this version of Pandora \
                  supports ({SCHEMA_VERSION}); upgrade Pandora to open it"
-            )));
+            ))));
         }
         if current < 0 {
-            return Err(Error::Storage(format!(
+            return Err(OpenFailure::Other(Error::Storage(format!(
                 "corrupt schema_version table (version {current})"
-            )));
+            ))));
         }
         for (i, sql) in MIGRATIONS.iter().enumerate().skip(current as usize) {
             let version = i as i64 + 1;
-            tx.execute_batch(sql)
-                .map_err(|e| Error::Storage(format!("schema migration {version}: {e}")))?;
+            tx.execute_batch(sql).map_err(|e| {
+                OpenFailure::Other(Error::Storage(format!("schema migration {version}: {e}")))
+            })?;
             tx.execute(
                 "INSERT INTO schema_version (version, applied_at) VALUES (?1, ?2)",
                 params![version, now()],
@@ -204,6 +228,23 @@ impl SqliteStorage {
         Ok(self
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)?)
+    }
+}
+
+/// Why one attempt to open a database failed: a lock conflict worth retrying, or anything else.
+enum OpenFailure {
+    Busy(rusqlite::Error),
+    Other(Error),
+}
+
+impl From<rusqlite::Error> for OpenFailure {
+    fn from(e: rusqlite::Error) -> Self {
+        match e.sqlite_error_code() {
+            Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked) => {
+                OpenFailure::Busy(e)
+            }
+            _ => OpenFailure::Other(e.into()),
+        }
     }
 }
 
