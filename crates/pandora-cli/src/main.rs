@@ -2,6 +2,7 @@
 
 mod bench;
 mod boxes;
+mod cvs_cmd;
 mod eval;
 mod experiment;
 mod input;
@@ -130,6 +131,9 @@ enum Command {
     /// (`pandora experiment CONFIG.toml`, `pandora experiment summarize DIR`). See
     /// docs/experiments.md.
     Experiment(experiment::Args),
+    /// Run a cost-varying-variable-subsets (BOCVS) experiment grid (`pandora cvs CONFIG.toml`,
+    /// `pandora cvs summarize DIR`). See docs/cvs.md.
+    Cvs(cvs_cmd::Args),
 }
 
 fn main() {
@@ -186,6 +190,7 @@ fn main() {
             reps,
         } => bench::main(filter.as_deref(), quick, reps),
         Command::Experiment(args) => experiment::main(args),
+        Command::Cvs(args) => cvs_cmd::main(args),
     };
     if let Err(e) = result {
         eprintln!("error: {e:#}");

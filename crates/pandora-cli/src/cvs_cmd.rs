@@ -1,0 +1,605 @@
+//! `pandora cvs`: experiments with cost-varying variable subsets (BOCVS, Tay et al. 2023).
+//!
+//! A grid of objectives × cost levels × variances × policies × seeds, run in parallel with
+//! rayon. Every run is one call of [`pandora_core::cvs::run`] and is stored as one JSON file under
+//! `OUT/runs/`, written atomically when the run ends, so an interrupted experiment resumes by
+//! skipping the runs whose file exists. The summary (`OUT/summary.csv` and a printed table) gives,
+//! per setting and policy, the simple regret at the end of the budget and at fixed fractions of it
+//! (mean ± 1 s.e., as the paper plots, and the median). See docs/cvs.md.
+
+use anyhow::{Context, Result, bail};
+use pandora_core::cvs::{
+    CvsFunction, CvsProblem, DEFAULT_BANK_SIZE, RunConfig, SetOptimizer, Trace, build_policy, run,
+};
+use pandora_problems::cvs::{
+    AirfoilGp, CostLevel, GpSample, PlantGrowth, airfoil_control_sets, bocvs_problem,
+    control_sets_3d, plant_control_sets,
+};
+use pandora_problems::synthetic::Function;
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+/// Arguments of `pandora cvs`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Experiment configuration (TOML), or `summarize` followed by an output directory.
+    config: String,
+    /// The output directory for `summarize`.
+    dir: Option<PathBuf>,
+    /// Output directory (default `results/NAME`, `results/NAME-smoke` with --smoke).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Runs in parallel (default: the number of CPUs).
+    #[arg(long)]
+    jobs: Option<usize>,
+    /// Use the sizes of the configuration's [smoke] section.
+    #[arg(long)]
+    smoke: bool,
+    /// Do not print the summary table.
+    #[arg(long)]
+    quiet: bool,
+}
+
+/// The configuration file.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct Config {
+    experiment: Meta,
+    problem: Vec<ProblemConfig>,
+    policies: Policies,
+    #[serde(default)]
+    smoke: Option<Smoke>,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct Policies {
+    /// Policy names (`pandora_core::cvs::POLICY_NAMES`).
+    names: Vec<String>,
+    /// λ of the Gittins policies (the start of `gittins-d`).
+    #[serde(default = "default_lambda")]
+    lambda: f64,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct Meta {
+    name: String,
+    /// Seeds `0..seeds`.
+    seeds: u64,
+    /// Rows of the sample bank (default 1024, the paper's).
+    #[serde(default)]
+    bank_size: Option<usize>,
+    /// Initial uniform full queries, not charged (default 5).
+    #[serde(default)]
+    n_init: Option<usize>,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct ProblemConfig {
+    /// `gp_sample`, `hartmann3`, `plant` or `airfoil`.
+    objective: String,
+    /// Cost levels: `cheap`, `moderate`, `expensive`.
+    costs: Vec<String>,
+    /// Truncated variances of the random variables (the paper: 0.02, 0.04, 0.08).
+    variances: Vec<f64>,
+    /// Budget (default: the paper's, 50 or 200 for plant).
+    #[serde(default)]
+    budget: Option<f64>,
+}
+
+/// The smoke size: fewer seeds, a small budget and bank, and only the first cost level and
+/// variance of each problem.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct Smoke {
+    seeds: u64,
+    budget: f64,
+    #[serde(default)]
+    bank_size: Option<usize>,
+    /// Optimizer effort is reduced to this many raw samples (and 2 restarts) per set.
+    #[serde(default)]
+    raw_samples: Option<usize>,
+}
+
+fn default_lambda() -> f64 {
+    0.01
+}
+
+/// One run of the grid.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+struct RunSpec {
+    objective: String,
+    cost_level: String,
+    variance: f64,
+    policy: String,
+    seed: u64,
+    budget: f64,
+}
+
+impl RunSpec {
+    fn file_name(&self) -> String {
+        format!(
+            "{}_{}_var{}_{}_seed{}.json",
+            self.objective, self.cost_level, self.variance, self.policy, self.seed
+        )
+    }
+
+    fn setting(&self) -> String {
+        format!(
+            "{} {} var={}",
+            self.objective, self.cost_level, self.variance
+        )
+    }
+}
+
+/// What is stored per run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct RunRecord {
+    spec: RunSpec,
+    optimum: f64,
+    wall_seconds: f64,
+    steps: Vec<StepRecord>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct StepRecord {
+    set: usize,
+    x_ctrl: Vec<f64>,
+    y: f64,
+    cost: f64,
+    cumulative_cost: f64,
+    value: f64,
+    simple_regret: f64,
+    lambda: Option<f64>,
+}
+
+/// The resolved plan.
+struct Plan {
+    name: String,
+    runs: Vec<RunSpec>,
+    bank_size: usize,
+    n_init: usize,
+    lambda: f64,
+    optimizer: SetOptimizer,
+}
+
+fn cost_level(name: &str) -> Result<CostLevel> {
+    Ok(match name {
+        "cheap" => CostLevel::Cheap,
+        "moderate" => CostLevel::Moderate,
+        "expensive" => CostLevel::Expensive,
+        other => bail!("unknown cost level {other:?} (expected cheap, moderate or expensive)"),
+    })
+}
+
+/// Dimension, control sets, GP lengthscale and default budget of an objective (notes B10).
+fn objective_setup(name: &str) -> Result<(usize, Vec<Vec<usize>>, f64, f64)> {
+    Ok(match name {
+        "gp_sample" | "hartmann3" => (3, control_sets_3d(), 0.1, 50.0),
+        "plant" => (5, plant_control_sets(), 0.2, 200.0),
+        "airfoil" => (5, airfoil_control_sets()?, 0.2, 50.0),
+        other => bail!(
+            "unknown CVS objective {other:?} (expected gp_sample, hartmann3, plant or airfoil)"
+        ),
+    })
+}
+
+/// Hartmann-3, maximized, as a CVS objective.
+struct Hartmann3;
+
+impl CvsFunction for Hartmann3 {
+    fn dim(&self) -> usize {
+        3
+    }
+    fn value(&self, x: &[f64]) -> f64 {
+        Function::Hartmann3.eval(x)
+    }
+}
+
+fn objective(name: &str, seed: u64) -> Result<Box<dyn CvsFunction + Send>> {
+    Ok(match name {
+        "gp_sample" => Box::new(GpSample::paper_3d(
+            pandora_core::gp::paths::DEFAULT_NUM_FEATURES,
+            seed,
+        )?),
+        "hartmann3" => Box::new(Hartmann3),
+        "plant" => Box::new(PlantGrowth::builtin()?),
+        "airfoil" => Box::new(AirfoilGp::builtin()?),
+        other => bail!("unknown CVS objective {other:?}"),
+    })
+}
+
+fn load(path: &str, smoke: bool) -> Result<Plan> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {path}"))?;
+    let cfg: Config = toml::from_str(&text).with_context(|| format!("parsing {path}"))?;
+    if cfg.policies.names.is_empty() || cfg.problem.is_empty() {
+        bail!("{path}: give at least one policy and one [[problem]]");
+    }
+    if !(cfg.policies.lambda.is_finite() && cfg.policies.lambda > 0.0) {
+        bail!("{path}: lambda must be finite and > 0");
+    }
+    for p in &cfg.policies.names {
+        build_policy(p, 1.0, cfg.policies.lambda)
+            .with_context(|| format!("{path}: policy {p:?}"))?;
+    }
+    for prob in &cfg.problem {
+        objective_setup(&prob.objective)?;
+        for c in &prob.costs {
+            cost_level(c)?;
+        }
+        for &v in &prob.variances {
+            if !(v > 0.0 && v < 1.0 / 12.0) {
+                bail!("{path}: variance {v} must lie in (0, 1/12)");
+            }
+        }
+        if prob.costs.is_empty() || prob.variances.is_empty() {
+            bail!("{path}: {} needs cost levels and variances", prob.objective);
+        }
+    }
+    let small = if smoke {
+        Some(
+            cfg.smoke
+                .clone()
+                .with_context(|| format!("{path}: --smoke needs a [smoke] section"))?,
+        )
+    } else {
+        None
+    };
+    let seeds = small.as_ref().map_or(cfg.experiment.seeds, |s| s.seeds);
+    let mut runs = Vec::new();
+    for prob in &cfg.problem {
+        let (_, _, _, default_budget) = objective_setup(&prob.objective)?;
+        let budget = small
+            .as_ref()
+            .map(|s| s.budget)
+            .or(prob.budget)
+            .unwrap_or(default_budget);
+        if !(budget.is_finite() && budget > 0.0) {
+            bail!("{path}: budget of {} must be > 0", prob.objective);
+        }
+        // The smoke size keeps the first cost level and the first variance of each problem.
+        let keep = if smoke { 1 } else { usize::MAX };
+        for c in prob.costs.iter().take(keep) {
+            for &v in prob.variances.iter().take(keep) {
+                for pol in &cfg.policies.names {
+                    for seed in 0..seeds {
+                        runs.push(RunSpec {
+                            objective: prob.objective.clone(),
+                            cost_level: c.clone(),
+                            variance: v,
+                            policy: pol.clone(),
+                            seed,
+                            budget,
+                        });
+                    }
+                }
+            }
+        }
+    }
+    let mut optimizer = SetOptimizer::default();
+    if let Some(raw) = small.as_ref().and_then(|s| s.raw_samples) {
+        optimizer.raw_partial = raw;
+        optimizer.raw_full = raw;
+        optimizer.restarts_partial = 2;
+        optimizer.restarts_full = 2;
+    }
+    let bank_size = small
+        .as_ref()
+        .and_then(|s| s.bank_size)
+        .or(cfg.experiment.bank_size)
+        .unwrap_or(DEFAULT_BANK_SIZE);
+    Ok(Plan {
+        name: if smoke {
+            format!("{}-smoke", cfg.experiment.name)
+        } else {
+            cfg.experiment.name.clone()
+        },
+        runs,
+        bank_size,
+        n_init: cfg.experiment.n_init.unwrap_or(5),
+        lambda: cfg.policies.lambda,
+        optimizer,
+    })
+}
+
+/// The problem of a run: the objective's control sets with the run's costs and variance, and a
+/// bank seeded by the run's seed (the same for every policy, so policies face the same problem).
+fn problem_of(plan: &Plan, r: &RunSpec) -> Result<CvsProblem> {
+    let (d, sets, _, _) = objective_setup(&r.objective)?;
+    let costs = cost_level(&r.cost_level)?.costs();
+    Ok(bocvs_problem(
+        d,
+        sets,
+        &costs,
+        r.variance,
+        plan.bank_size,
+        r.seed.wrapping_mul(0x9e37_79b9).wrapping_add(17),
+    )?)
+}
+
+fn run_one(plan: &Plan, r: &RunSpec, optimum: f64, dir: &Path) -> Result<()> {
+    let start = std::time::Instant::now();
+    let problem = problem_of(plan, r)?;
+    let f = objective(&r.objective, r.seed)?;
+    let (d, _, lengthscale, _) = objective_setup(&r.objective)?;
+    let mut cfg = RunConfig::new(d, lengthscale, r.budget)?;
+    cfg.n_init = plan.n_init;
+    cfg.optimizer = plan.optimizer.clone();
+    cfg.optimum = Some(optimum);
+    let mut policy = build_policy(&r.policy, r.budget, plan.lambda)?;
+    let trace: Trace = run(&problem, f.as_ref(), policy.as_mut(), &cfg, r.seed)?;
+    let record = RunRecord {
+        spec: r.clone(),
+        optimum,
+        wall_seconds: start.elapsed().as_secs_f64(),
+        steps: trace
+            .steps
+            .iter()
+            .map(|s| StepRecord {
+                set: s.set,
+                x_ctrl: s.x_ctrl.clone(),
+                y: s.y,
+                cost: s.cost,
+                cumulative_cost: s.cumulative_cost,
+                value: s.value,
+                simple_regret: s.simple_regret,
+                lambda: s.lambda,
+            })
+            .collect(),
+    };
+    let path = dir.join(r.file_name());
+    let tmp = path.with_extension("json.tmp");
+    std::fs::write(&tmp, serde_json::to_vec(&record)?)?;
+    std::fs::rename(&tmp, &path)?;
+    Ok(())
+}
+
+/// Entry point of `pandora cvs`.
+pub fn main(args: Args) -> Result<()> {
+    if args.config == "summarize" {
+        let dir = args.dir.context("pandora cvs summarize DIR")?;
+        print!("{}", summarize(&dir)?);
+        return Ok(());
+    }
+    if args.dir.is_some() {
+        bail!("unexpected argument {:?}", args.dir);
+    }
+    let plan = load(&args.config, args.smoke)?;
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("results").join(&plan.name));
+    let runs_dir = out.join("runs");
+    std::fs::create_dir_all(&runs_dir).with_context(|| format!("creating {runs_dir:?}"))?;
+    let jobs = args.jobs.unwrap_or_else(|| {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+    });
+    if jobs == 0 {
+        bail!("--jobs must be at least 1");
+    }
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(jobs)
+        .build()
+        .context("building the thread pool")?;
+    let todo: Vec<&RunSpec> = plan
+        .runs
+        .iter()
+        .filter(|r| !runs_dir.join(r.file_name()).exists())
+        .collect();
+    // The optimum of the expected objective depends on the objective, the variance and the
+    // seed (function and bank), not on the costs or the policy: compute each once.
+    let mut keys: Vec<(String, String, u64)> = todo
+        .iter()
+        .map(|r| (r.objective.clone(), r.variance.to_string(), r.seed))
+        .collect();
+    keys.sort();
+    keys.dedup();
+    let failures = pool.install(|| -> Result<usize> {
+        let optima: Vec<Result<f64>> = keys
+            .par_iter()
+            .map(|(obj, var, seed)| {
+                let r = todo
+                    .iter()
+                    .find(|r| {
+                        &r.objective == obj && &r.variance.to_string() == var && r.seed == *seed
+                    })
+                    .expect("a run for every key");
+                let problem = problem_of(&plan, r)?;
+                let f = objective(obj, *seed)?;
+                let (best, _) = problem.optimum(f.as_ref(), &plan.optimizer, seed ^ 0x006f_7074)?;
+                Ok(best.value)
+            })
+            .collect();
+        let mut optimum = BTreeMap::new();
+        for (k, o) in keys.iter().zip(optima) {
+            optimum.insert(k.clone(), o?);
+        }
+        let results: Vec<(&RunSpec, Result<()>)> = todo
+            .par_iter()
+            .map(|r| {
+                let key = (r.objective.clone(), r.variance.to_string(), r.seed);
+                (*r, run_one(&plan, r, optimum[&key], &runs_dir))
+            })
+            .collect();
+        let mut failures = 0;
+        for (r, res) in results {
+            if let Err(e) = res {
+                failures += 1;
+                eprintln!("run {} failed: {e:#}", r.file_name());
+            }
+        }
+        Ok(failures)
+    })?;
+    eprintln!(
+        "cvs experiment '{}': {} run(s) carried out, {} already complete, {failures} failed",
+        plan.name,
+        todo.len() - failures,
+        plan.runs.len() - todo.len()
+    );
+    let table = summarize(&out)?;
+    if !args.quiet {
+        print!("{table}");
+    }
+    if failures > 0 {
+        bail!("{failures} run(s) failed; rerun to retry them");
+    }
+    Ok(())
+}
+
+/// Simple regret of a run once `cost` has been spent (the last step within it; the first step's
+/// regret before any step, which is the worst the run reports).
+fn regret_at(rec: &RunRecord, cost: f64) -> f64 {
+    rec.steps
+        .iter()
+        .take_while(|s| s.cumulative_cost <= cost + 1e-9)
+        .last()
+        .or(rec.steps.first())
+        .map_or(f64::NAN, |s| s.simple_regret)
+}
+
+/// Budget fractions at which the summary reports the regret.
+const FRACTIONS: [f64; 4] = [0.25, 0.5, 0.75, 1.0];
+
+/// Reads every run of `dir`, writes `dir/summary.csv` and returns the printed table.
+pub fn summarize(dir: &Path) -> Result<String> {
+    let runs_dir = dir.join("runs");
+    let mut records = Vec::new();
+    for entry in std::fs::read_dir(&runs_dir).with_context(|| format!("reading {runs_dir:?}"))? {
+        let path = entry?.path();
+        if path.extension().is_some_and(|e| e == "json") {
+            let rec: RunRecord = serde_json::from_slice(&std::fs::read(&path)?)
+                .with_context(|| format!("parsing {path:?}"))?;
+            records.push(rec);
+        }
+    }
+    // (setting, policy) -> records
+    let mut groups: BTreeMap<(String, String), Vec<&RunRecord>> = BTreeMap::new();
+    for r in &records {
+        groups
+            .entry((r.spec.setting(), r.spec.policy.clone()))
+            .or_default()
+            .push(r);
+    }
+    let mut csv =
+        String::from("setting,policy,runs,fraction,cost,mean,se,median,mean_steps,mean_seconds\n");
+    let mut table = String::new();
+    let mut last_setting = String::new();
+    for ((setting, policy), recs) in &groups {
+        if *setting != last_setting {
+            let _ = writeln!(
+                table,
+                "\n{setting}\n  {:<14} {:>4}  {:>22}  {:>10}  {:>7}  {:>8}",
+                "policy", "runs", "final regret mean±se", "median", "steps", "s/run"
+            );
+            last_setting = setting.clone();
+        }
+        let budget = recs[0].spec.budget;
+        let steps = recs.iter().map(|r| r.steps.len() as f64).sum::<f64>() / recs.len() as f64;
+        let secs = recs.iter().map(|r| r.wall_seconds).sum::<f64>() / recs.len() as f64;
+        for &frac in &FRACTIONS {
+            let vals: Vec<f64> = recs.iter().map(|r| regret_at(r, frac * budget)).collect();
+            let (mean, se, median) = stats(&vals);
+            let _ = writeln!(
+                csv,
+                "{setting},{policy},{},{frac},{},{mean},{se},{median},{steps},{secs}",
+                recs.len(),
+                frac * budget
+            );
+            if frac == 1.0 {
+                let _ = writeln!(
+                    table,
+                    "  {policy:<14} {:>4}  {:>12.4} ± {:<7.4}  {median:>10.4}  {steps:>7.1}  {secs:>8.2}",
+                    recs.len(),
+                    mean,
+                    se
+                );
+            }
+        }
+    }
+    std::fs::write(dir.join("summary.csv"), csv)?;
+    Ok(table)
+}
+
+/// Mean, standard error and median (NaN-free input assumed; empty gives NaNs).
+fn stats(v: &[f64]) -> (f64, f64, f64) {
+    let n = v.len() as f64;
+    if v.is_empty() {
+        return (f64::NAN, f64::NAN, f64::NAN);
+    }
+    let mean = v.iter().sum::<f64>() / n;
+    let var = if v.len() > 1 {
+        v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0)
+    } else {
+        0.0
+    };
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    let m = s.len();
+    let median = if m % 2 == 1 {
+        s[m / 2]
+    } else {
+        0.5 * (s[m / 2 - 1] + s[m / 2])
+    };
+    (mean, (var / n).sqrt(), median)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(costs: &[f64], regrets: &[f64]) -> RunRecord {
+        RunRecord {
+            spec: RunSpec {
+                objective: "hartmann3".into(),
+                cost_level: "cheap".into(),
+                variance: 0.02,
+                policy: "random".into(),
+                seed: 0,
+                budget: 1.0,
+            },
+            optimum: 0.0,
+            wall_seconds: 0.0,
+            steps: costs
+                .iter()
+                .zip(regrets)
+                .map(|(&c, &r)| StepRecord {
+                    set: 0,
+                    x_ctrl: vec![],
+                    y: 0.0,
+                    cost: 0.0,
+                    cumulative_cost: c,
+                    value: 0.0,
+                    simple_regret: r,
+                    lambda: None,
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn regret_at_is_a_step_function_of_cost() {
+        let r = rec(&[0.1, 0.3, 0.6], &[5.0, 2.0, 1.0]);
+        assert_eq!(regret_at(&r, 0.05), 5.0);
+        assert_eq!(regret_at(&r, 0.1), 5.0);
+        assert_eq!(regret_at(&r, 0.29), 5.0);
+        assert_eq!(regret_at(&r, 0.3), 2.0);
+        assert_eq!(regret_at(&r, 10.0), 1.0);
+    }
+
+    #[test]
+    fn stats_match_hand_values() {
+        let (m, se, med) = stats(&[1.0, 2.0, 3.0, 10.0]);
+        assert_eq!(m, 4.0);
+        assert_eq!(med, 2.5);
+        // sample variance (9 + 4 + 1 + 36)/3 = 50/3
+        assert!((se - (50.0f64 / 3.0 / 4.0).sqrt()).abs() < 1e-12);
+        assert_eq!(stats(&[7.0]), (7.0, 0.0, 7.0));
+    }
+}
