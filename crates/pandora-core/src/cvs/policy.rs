@@ -18,6 +18,7 @@ use crate::gp::{ExactGp, PosteriorPath};
 use crate::optim::multistart::Objective;
 use rand::{RngExt, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
+use rayon::prelude::*;
 
 /// What a policy sees when it decides.
 pub struct Context<'a> {
@@ -109,26 +110,33 @@ impl WarmStarts {
     }
 }
 
-/// Maximizes `make(i)` for every set in `sets`; returns `(x_i, v_i)` per listed set.
+/// Maximizes `make(i)` for every set in `sets`, the sets in parallel (rayon); returns
+/// `(x_i, v_i)` per listed set. Each set's optimization has its own seed and warm start, so the
+/// result does not depend on the number of threads.
 fn maximize_sets<'o>(
     ctx: &Context<'_>,
     sets: &[usize],
     warm: &mut WarmStarts,
     salt: u64,
-    make: impl Fn(usize) -> Box<dyn Objective + 'o>,
+    make: impl Fn(usize) -> Box<dyn Objective + 'o> + Sync,
 ) -> Result<Vec<(Vec<f64>, f64)>> {
-    let mut out = Vec::with_capacity(sets.len());
-    for &i in sets {
-        let obj = make(i);
-        let (x, v) = ctx.optimizer.maximize(
-            ctx.problem,
-            i,
-            obj.as_ref(),
-            &warm.get(i),
-            mix(ctx.seed, salt.wrapping_mul(1000).wrapping_add(i as u64)),
-        )?;
-        warm.set(i, &x);
-        out.push((x, v));
+    let starts: Vec<Vec<Vec<f64>>> = sets.iter().map(|&i| warm.get(i)).collect();
+    let out: Vec<(Vec<f64>, f64)> = sets
+        .par_iter()
+        .zip(&starts)
+        .map(|(&i, start)| {
+            let obj = make(i);
+            ctx.optimizer.maximize(
+                ctx.problem,
+                i,
+                obj.as_ref(),
+                start,
+                mix(ctx.seed, salt.wrapping_mul(1000).wrapping_add(i as u64)),
+            )
+        })
+        .collect::<Result<_>>()?;
+    for (&i, (x, _)) in sets.iter().zip(&out) {
+        warm.set(i, x);
     }
     Ok(out)
 }
