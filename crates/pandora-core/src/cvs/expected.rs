@@ -287,18 +287,20 @@ pub fn mixture_index(mu: &[f64], sigma: &[f64], log_lambda_c: f64) -> Result<Mix
         ));
     }
     let log_n = (n as f64).ln();
-    // F(g) = log mean_s EI_s(g) − log λc (decreasing) and d log EI / dg = −ΣΦ/ΣEI.
-    let f = |g: f64| {
-        let lei = log_sum_exp(
-            mu.iter()
-                .zip(sigma)
-                .map(|(&m, &s)| s.ln() + log_h((m - g) / s)),
-        );
-        let lphi = log_sum_exp(
-            mu.iter()
-                .zip(sigma)
-                .map(|(&m, &s)| log_norm_cdf((m - g) / s)),
-        );
+    // F(g) = log mean_s EI_s(g) − log λc (decreasing) and d log EI / dg = −ΣΦ/ΣEI. Every
+    // component's terms are computed once per evaluation into buffers (the log-sum-exps take two
+    // passes), and log σ_s once for all.
+    let ln_sigma: Vec<f64> = sigma.iter().map(|s| s.ln()).collect();
+    let mut ei_terms = vec![0.0; n];
+    let mut phi_terms = vec![0.0; n];
+    let mut f = |g: f64| {
+        for s in 0..n {
+            let u = (mu[s] - g) / sigma[s];
+            ei_terms[s] = ln_sigma[s] + log_h(u);
+            phi_terms[s] = log_norm_cdf(u);
+        }
+        let lei = log_sum_exp(ei_terms.iter().copied());
+        let lphi = log_sum_exp(phi_terms.iter().copied());
         (lei - log_n - log_lambda_c, -(lphi - lei).exp())
     };
     // Newton steps; a step that leaves the bracket (tightened by the sign of F at every iterate)
