@@ -5,15 +5,149 @@
 //! bounds and directions to and from it. The step is a pure function of the history, the
 //! configuration, the run context and a seed, so a run is reproducible and can resume anywhere.
 
+use crate::acquisition::analytic::CostConvention;
+use crate::acquisition::bmsei::{
+    BudgetedMultiStepEi, CostBelief, NodeState, ScaledGp, heuristic_tree, suggested_budget,
+};
+use crate::acquisition::kg::DiscreteKnowledgeGradient;
+use crate::acquisition::mes::{
+    CostWeightedMaxValueEntropy, DEFAULT_NUM_MAX_VALUES, MaxValueEntropy,
+};
 use crate::acquisition::{
     AcquisitionName, AcquisitionParams, CostModel, OnModel, ThompsonSample, UnknownCost,
-    build_pointwise, fit_log_cost_model,
+    UpperConfidenceBound, build_pointwise, fit_log_cost_model,
 };
 use crate::error::{Error, Result};
 use crate::gp::fit::FitOptions;
-use crate::gp::{GpModel, GpParams, Transforms};
+use crate::gp::{GpModel, GpParams, Posterior, Transforms};
 use crate::optim::multistart::{MultiStartOptions, maximize};
 use crate::optim::sobol::Sobol;
+use rand::{RngExt, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
+
+/// MES draws its max values on `MES_CANDIDATES_PER_DIM · d` uniform points (the PBGI paper's
+/// setting), plus the training inputs.
+pub const MES_CANDIDATES_PER_DIM: usize = 1000;
+
+/// Size of KG's Sobol discretization for dimension `d`: `min(200·d, 1000)` points (the maximizer
+/// of the posterior mean is added to it).
+pub fn kg_discretization_size(d: usize) -> usize {
+    (200 * d).min(1000)
+}
+
+/// The B-MS-EI step (notes A5–A7): the suggested budget from a rollout of `K + 1` EI-PUC-CC steps
+/// (with `min(50·d, raw)` raw samples and `min(5·d, restarts)` restarts; recomputed every step,
+/// i.e. the reference's refill flag off, so that a step is a pure function of the history), then
+/// the whole tree `params.tree` (default `[1, 1, 1]`) maximized with the multi-start optimizer
+/// (`200·d` raw samples and `10·d` restarts by default, not scaled by the tree size, plus the
+/// heuristic start tree). Returns the root and the tree value.
+pub fn bmsei_step(
+    model: &GpModel,
+    cost_model: Option<&GpModel>,
+    cost: CostSetting<'_>,
+    best_f: f64,
+    params: &AcquisitionParams,
+    ms: &MultiStartOptions,
+    seed: u64,
+) -> Result<(Vec<f64>, f64)> {
+    let d = model.dim();
+    let tree = params.tree.unwrap_or_default();
+    let belief = match (cost, cost_model) {
+        (CostSetting::Uniform, _) => CostBelief::Uniform,
+        (CostSetting::Known(c), _) => CostBelief::Known(c),
+        (CostSetting::Unknown, Some(m)) => CostBelief::Unknown(Box::new(ScaledGp::from_model(m)?)),
+        (CostSetting::Unknown, None) => {
+            return Err(Error::invalid(
+                "cost",
+                "unknown costs need a log-cost model",
+            ));
+        }
+    };
+    let remaining = params.remaining_budget.ok_or_else(|| {
+        Error::invalid("remaining_budget", "required by 'b_ms_ei' (set a budget)")
+    })?;
+    let total = params
+        .total_budget
+        .ok_or_else(|| Error::invalid("budget", "required by 'b_ms_ei' (set a budget)"))?;
+    let mut root = NodeState {
+        f: ScaledGp::from_model(model)?,
+        cost: belief,
+        best: best_f,
+        budget: remaining,
+    };
+    let raw = ms.raw_samples.unwrap_or(200 * d).max(1);
+    let restarts = ms.num_restarts.unwrap_or(10 * d).max(1);
+    let inner = MultiStartOptions {
+        raw_samples: Some(raw.min(50 * d)),
+        num_restarts: Some(restarts.min(5 * d)),
+        extra_starts: Vec::new(),
+        ..ms.clone()
+    };
+    let (suggested, _) = suggested_budget(&root, remaining, total, tree.depth() + 1, &inner, seed)?;
+    root.budget = suggested;
+    let b = BudgetedMultiStepEi::new(root, tree)?;
+    let start = heuristic_tree(&b, &inner, seed)?;
+    let tree_ms = MultiStartOptions {
+        raw_samples: Some(raw),
+        num_restarts: Some(restarts),
+        extra_starts: vec![start],
+        lower: None,
+        upper: None,
+        ..ms.clone()
+    };
+    let r = maximize(&b, &tree_ms, seed)?;
+    Ok((r.x[..d].to_vec(), r.value))
+}
+
+/// The max-value entropy search of one step: `K = 10` max values drawn **once** from the Gumbel
+/// approximation on `1000·d` seeded uniform points plus the training inputs `train_x`; every
+/// restart of the step's maximization uses these same samples.
+pub fn mes_for_step(
+    model: &GpModel,
+    train_x: &[f64],
+    d: usize,
+    seed: u64,
+) -> Result<MaxValueEntropy> {
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed ^ 0x6d65_735f_6361_6e64);
+    let cand: Vec<f64> = (0..MES_CANDIDATES_PER_DIM * d)
+        .map(|_| rng.random::<f64>())
+        .collect();
+    MaxValueEntropy::from_model(
+        model,
+        &cand,
+        train_x,
+        DEFAULT_NUM_MAX_VALUES,
+        seed ^ 0x6d65_735f_6d61_7876,
+    )
+}
+
+/// The knowledge-gradient step: KG on the set `A` = a scrambled Sobol set of
+/// [`kg_discretization_size`]`(d)` points (seeded by `seed`) plus the maximizer of the posterior
+/// mean (found with `ms`), evaluated exactly at every point of `A`; returns the argmax and its
+/// KG in raw (unstandardized) units. This is the discrete KG of Frazier, Powell & Dayanik, not
+/// BoTorch's one-shot continuous KG.
+pub fn kg_step(
+    model: &GpModel,
+    d: usize,
+    ms: &MultiStartOptions,
+    seed: u64,
+) -> Result<(Vec<f64>, f64)> {
+    let m = kg_discretization_size(d);
+    let sobol = Sobol::scrambled(d, seed ^ 0x6b67)?;
+    let mut set = vec![0.0; (m + 1) * d];
+    for (i, row) in set.chunks_exact_mut(d).take(m).enumerate() {
+        sobol.point(i as u64, row)?;
+    }
+    let mean = OnModel::new(model, UpperConfidenceBound { beta: 0.0 });
+    let best = maximize(&mean, ms, seed ^ 0x6d75)?;
+    set[m * d..].copy_from_slice(&best.x);
+    let internal = model.to_internal(&set)?;
+    let kg = DiscreteKnowledgeGradient::new(model.inner(), &internal)?;
+    let values = kg.values_on_set()?;
+    let i = (0..values.len()).fold(0, |b, i| if values[i] > values[b] { i } else { b });
+    let (_, y_std) = model.outcome_scale();
+    Ok((set[i * d..(i + 1) * d].to_vec(), values[i] * y_std))
+}
 
 /// How evaluation costs are known to the policy.
 #[derive(Clone, Copy)]
@@ -219,7 +353,6 @@ pub fn propose(
         lambda,
         ..config.params
     };
-    let acq = build_pointwise(config.acquisition, &params, d)?;
     let cost_model = match cost {
         CostSetting::Unknown => {
             let cost_opts = FitOptions {
@@ -237,18 +370,60 @@ pub fn propose(
         CostSetting::Unknown => unknown.as_ref().map(|u| u as &dyn CostModel),
     };
     let cost_params = cost_model.as_ref().map(|m| m.params().clone());
+    let predicted = |x: &[f64]| -> Result<Option<f64>> {
+        match cost_ref {
+            Some(c) => {
+                let lc = c.log_cost(x, d, false)?;
+                Ok(Some((lc.mean[0] + 0.5 * lc.var[0]).exp()))
+            }
+            None => Ok(Some(1.0)),
+        }
+    };
+    let done = |x: Vec<f64>, value: f64| -> Result<Proposal> {
+        Ok(Proposal {
+            predicted_cost: predicted(&x)?,
+            x,
+            phase: Phase::Model,
+            acquisition_value: value,
+            params: Some(fitted.params().clone()),
+            cost_params: cost_params.clone(),
+            lambda: None,
+        })
+    };
+    match config.acquisition {
+        AcquisitionName::Mes | AcquisitionName::MesCost => {
+            let mes = mes_for_step(&model, history.x, d, seed)?;
+            let r = if config.acquisition == AcquisitionName::Mes {
+                maximize(&OnModel::new(&model, mes), ms, seed)?
+            } else {
+                let acq = CostWeightedMaxValueEntropy {
+                    mes,
+                    convention: config.params.convention.unwrap_or(CostConvention::Expected),
+                };
+                match cost_ref {
+                    Some(c) => maximize(&OnModel::with_cost(&model, acq, c), ms, seed)?,
+                    None => maximize(&OnModel::new(&model, acq), ms, seed)?,
+                }
+            };
+            return done(r.x, r.value);
+        }
+        AcquisitionName::Kg => {
+            let (x, v) = kg_step(&model, d, ms, seed)?;
+            return done(x, v);
+        }
+        AcquisitionName::BMsEi => {
+            let (x, v) = bmsei_step(&model, cost_model.as_ref(), cost, best_f, &params, ms, seed)?;
+            return done(x, v);
+        }
+        _ => {}
+    }
+    let acq = build_pointwise(config.acquisition, &params, d)?;
     let obj = match cost_ref {
         Some(c) => OnModel::with_cost(&model, acq, c),
         None => OnModel::new(&model, acq),
     };
     let r = maximize(&obj, ms, seed)?;
-    let predicted_cost = match cost_ref {
-        Some(c) => {
-            let lc = c.log_cost(&r.x, d, false)?;
-            Some((lc.mean[0] + 0.5 * lc.var[0]).exp())
-        }
-        None => Some(1.0),
-    };
+    let predicted_cost = predicted(&r.x)?;
     let uses_lambda = matches!(
         config.acquisition,
         AcquisitionName::Pbgi | AcquisitionName::PbgiD
@@ -462,5 +637,130 @@ mod tests {
             None,
         );
         assert!(bad.is_err());
+    }
+
+    fn lookahead_history() -> (Vec<f64>, Vec<f64>, Vec<f64>) {
+        let x: Vec<f64> = (0..10)
+            .flat_map(|i| {
+                [
+                    (i as f64 * 0.37 + 0.05) % 1.0,
+                    (i as f64 * 0.61 + 0.1) % 1.0,
+                ]
+            })
+            .collect();
+        let y: Vec<f64> = x.chunks(2).map(f).collect();
+        let c: Vec<f64> = x.chunks(2).map(|p| 1.0 + 3.0 * p[0]).collect();
+        (x, y, c)
+    }
+
+    #[test]
+    fn lookahead_and_entropy_acquisitions_propose_in_bounds_and_deterministically() {
+        let (x, y, c) = lookahead_history();
+        let linear = LinearMeanCost {
+            offset: 1.0,
+            slope: 3.0,
+        };
+        let ctx = StepContext {
+            remaining_budget: Some(5.0),
+            total_budget: Some(20.0),
+            ..StepContext::default()
+        };
+        for (acq, cost) in [
+            (AcquisitionName::BudgetedEi, CostSetting::Unknown),
+            (AcquisitionName::BudgetedEi, CostSetting::Known(&linear)),
+            (AcquisitionName::Mes, CostSetting::Uniform),
+            (AcquisitionName::MesCost, CostSetting::Unknown),
+            (AcquisitionName::MesCost, CostSetting::Known(&linear)),
+            (AcquisitionName::Kg, CostSetting::Uniform),
+            (AcquisitionName::BMsEi, CostSetting::Unknown),
+            (AcquisitionName::BMsEi, CostSetting::Known(&linear)),
+        ] {
+            let config = small_config(acq);
+            let hist = History {
+                x: &x,
+                y: &y,
+                cost: &c,
+                pending: &[],
+            };
+            let a = propose(2, hist, &config, &ctx, cost, 7, None).unwrap();
+            let b = propose(2, hist, &config, &ctx, cost, 7, None).unwrap();
+            assert_eq!(a.phase, Phase::Model);
+            assert!(a.x.iter().all(|v| (0.0..=1.0).contains(v)), "{acq}");
+            assert!(
+                a.acquisition_value.is_finite() && a.acquisition_value > 0.0,
+                "{acq}: {}",
+                a.acquisition_value
+            );
+            assert!(a.predicted_cost.unwrap() > 0.0);
+            assert_eq!(a, b, "{acq} is not deterministic");
+        }
+        // BEI needs a remaining budget.
+        let hist = History {
+            x: &x,
+            y: &y,
+            cost: &c,
+            pending: &[],
+        };
+        let config = small_config(AcquisitionName::BudgetedEi);
+        let e = propose(
+            2,
+            hist,
+            &config,
+            &StepContext::default(),
+            CostSetting::Unknown,
+            7,
+            None,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("remaining_budget"), "{e}");
+    }
+
+    #[test]
+    fn mes_max_values_are_drawn_once_per_step_and_shared_by_the_restarts() {
+        let (x, y, c) = lookahead_history();
+        let config = small_config(AcquisitionName::Mes);
+        let hist = History {
+            x: &x,
+            y: &y,
+            cost: &c,
+            pending: &[],
+        };
+        let seed = 13;
+        let p = propose(
+            2,
+            hist,
+            &config,
+            &StepContext::default(),
+            CostSetting::Uniform,
+            seed,
+            None,
+        )
+        .unwrap();
+        // Rebuild the step's model and its one set of max values.
+        let fit_opts = FitOptions {
+            seed,
+            ..config.fit.clone()
+        };
+        let t = Transforms {
+            normalize_inputs: None,
+            standardize_outcomes: true,
+        };
+        let model = GpModel::fit(&x, &y, 2, &t, &fit_opts, None).unwrap();
+        let mes = mes_for_step(&model, &x, 2, seed).unwrap();
+        assert_eq!(mes.max_values.len(), 10);
+        let again = mes_for_step(&model, &x, 2, seed).unwrap();
+        assert_eq!(mes, again);
+        let other = mes_for_step(&model, &x, 2, seed + 1).unwrap();
+        assert_ne!(mes, other);
+        // Every restart's end value is the value of that same MES at its end point.
+        let obj = OnModel::new(&model, mes.clone());
+        let r = maximize(&obj, &config.multistart, seed).unwrap();
+        assert_eq!(r.x, p.x);
+        assert_eq!(r.value.to_bits(), p.acquisition_value.to_bits());
+        for (xr, vr) in &r.restarts {
+            let (v, _) = obj.evaluate(xr, false).unwrap();
+            assert_eq!(v[0].to_bits(), vr.to_bits());
+        }
     }
 }

@@ -8,6 +8,7 @@
 //! the input space that the multi-start optimizer can maximize.
 
 pub mod analytic;
+pub mod bmsei;
 pub mod budgeted;
 pub mod cost;
 pub mod kg;
@@ -23,6 +24,7 @@ pub use analytic::{
     LogExpectedImprovementPerCost, LogProbabilityOfImprovement, LowerConfidenceBound,
     ProbabilityOfImprovement, UpperConfidenceBound, cost_cooling_alpha, gp_ucb_beta,
 };
+pub use bmsei::FantasyTree;
 pub use cost::{
     CostModel, KnownCost, LinearMeanCost, LogCostBatch, UniformCost, UnknownCost,
     fit_log_cost_model,

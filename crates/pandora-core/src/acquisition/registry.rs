@@ -1,7 +1,8 @@
 //! One way to name and configure acquisitions, shared by `pandora eval`, studies and experiments.
 //!
 //! Names: `ei`, `log_ei`, `pi`, `log_pi`, `ucb`, `lcb`, `eipc`, `log_eipc`, `eicc`, `log_eicc`,
-//! `pbgi`, `pbgi_d`, `ts`, `random`. [`build_pointwise`] turns a name and its parameters (the values
+//! `pbgi`, `pbgi_d`, `ts`, `random`, `budgeted_ei`, `mes`, `mes_cost`, `kg`, `b_ms_ei`.
+//! [`build_pointwise`] turns a name and its parameters (the values
 //! that depend on the state of a run, such as the incumbent, the iteration, the remaining budget or
 //! PBGI-D's current λ, are passed explicitly) into a [`PointwiseAcquisition`].
 
@@ -11,6 +12,8 @@ use super::analytic::{
     LogExpectedImprovementPerCost, LogProbabilityOfImprovement, LowerConfidenceBound,
     ProbabilityOfImprovement, UpperConfidenceBound, cost_cooling_alpha, gp_ucb_beta,
 };
+use super::bmsei::FantasyTree;
+use super::budgeted::BudgetedExpectedImprovement;
 use super::pbgi::Pbgi;
 use crate::error::{Error, Result};
 
@@ -45,11 +48,22 @@ pub enum AcquisitionName {
     Ts,
     /// Uniformly random points.
     Random,
+    /// Budget-constrained EI, `EI · P(c ≤ remaining budget)` (B-MS-EI's one-step value).
+    BudgetedEi,
+    /// Max-value entropy search (Gumbel max values, drawn once per step).
+    Mes,
+    /// MES per unit (expected) cost.
+    MesCost,
+    /// Knowledge gradient on a Sobol discretization plus the posterior-mean maximizer.
+    Kg,
+    /// Budgeted multi-step EI (one-shot scenario tree, unknown costs); the tree is
+    /// [`AcquisitionParams::tree`].
+    BMsEi,
 }
 
 impl AcquisitionName {
     /// Every name, in the documented order.
-    pub const ALL: [AcquisitionName; 14] = [
+    pub const ALL: [AcquisitionName; 19] = [
         Self::Ei,
         Self::LogEi,
         Self::Pi,
@@ -64,6 +78,11 @@ impl AcquisitionName {
         Self::PbgiD,
         Self::Ts,
         Self::Random,
+        Self::BudgetedEi,
+        Self::Mes,
+        Self::MesCost,
+        Self::Kg,
+        Self::BMsEi,
     ];
 
     /// The configuration name.
@@ -83,6 +102,11 @@ impl AcquisitionName {
             Self::PbgiD => "pbgi_d",
             Self::Ts => "ts",
             Self::Random => "random",
+            Self::BudgetedEi => "budgeted_ei",
+            Self::Mes => "mes",
+            Self::MesCost => "mes_cost",
+            Self::Kg => "kg",
+            Self::BMsEi => "b_ms_ei",
         }
     }
 
@@ -108,8 +132,44 @@ impl AcquisitionName {
     pub fn is_cost_aware(self) -> bool {
         matches!(
             self,
-            Self::Eipc | Self::LogEipc | Self::Eicc | Self::LogEicc | Self::Pbgi | Self::PbgiD
+            Self::Eipc
+                | Self::LogEipc
+                | Self::Eicc
+                | Self::LogEicc
+                | Self::Pbgi
+                | Self::PbgiD
+                | Self::BudgetedEi
+                | Self::MesCost
+                | Self::BMsEi
         )
+    }
+
+    /// Whether [`build_pointwise`] can build it (the others need the model: `ts`, `random`,
+    /// `mes`, `mes_cost`, `kg`, `b_ms_ei` are handled by [`crate::policy::propose`]).
+    pub fn is_pointwise(self) -> bool {
+        !matches!(
+            self,
+            Self::Ts | Self::Random | Self::Mes | Self::MesCost | Self::Kg | Self::BMsEi
+        )
+    }
+}
+
+impl std::fmt::Display for AcquisitionName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl serde::Serialize for AcquisitionName {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for AcquisitionName {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        Self::parse(&s).map_err(serde::de::Error::custom)
     }
 }
 
@@ -130,8 +190,11 @@ pub struct AcquisitionParams {
     pub total_budget: Option<f64>,
     /// λ of PBGI (for PBGI-D: its current λ).
     pub lambda: Option<f64>,
-    /// Unknown-cost convention of LogEIPC/LogEICC (default inverse).
+    /// Unknown-cost convention of LogEIPC/LogEICC (default inverse) and of cost-weighted MES
+    /// (default expected: divide by `E[c]`).
     pub convention: Option<CostConvention>,
+    /// B-MS-EI's scenario tree (fantasies per look-ahead stage; default `[1, 1, 1]`).
+    pub tree: Option<FantasyTree>,
 }
 
 fn need(v: Option<f64>, field: &str, name: AcquisitionName) -> Result<f64> {
@@ -225,6 +288,19 @@ pub fn build_pointwise(
             convention: conv,
         }),
         N::Pbgi | N::PbgiD => Box::new(Pbgi { lambda: lambda()? }),
+        N::BudgetedEi => Box::new(BudgetedExpectedImprovement {
+            best_f: need(p.best_f, "best_f", name)?,
+            budget: need(p.remaining_budget, "remaining_budget", name)?,
+        }),
+        N::Mes | N::MesCost | N::Kg | N::BMsEi => {
+            return Err(Error::invalid(
+                "name",
+                format!(
+                    "'{}' needs the model and is built by the policy step, not pointwise",
+                    name.as_str()
+                ),
+            ));
+        }
         N::Ts | N::Random => {
             return Err(Error::invalid(
                 "name",
@@ -241,6 +317,7 @@ pub fn build_pointwise(
 mod tests {
     use super::*;
     use crate::acquisition::LogCost;
+    use crate::acquisition::bmsei::FantasyTree;
 
     #[test]
     fn names_round_trip_and_unknown_names_list_the_choices() {
@@ -264,7 +341,7 @@ mod tests {
         for n in AcquisitionName::ALL {
             let r = build_pointwise(n, &full, 3);
             match n {
-                AcquisitionName::Ts | AcquisitionName::Random => assert!(r.is_err()),
+                n if !n.is_pointwise() => assert!(r.is_err()),
                 _ => {
                     let v = r.unwrap().eval(0.2, 0.4, LogCost::default()).value;
                     assert!(v.is_finite(), "{}", n.as_str());
@@ -303,5 +380,37 @@ mod tests {
             var: 0.0,
         };
         assert!((eicc.eval(0.2, 0.4, c).value - ei / 2f64.powf(0.3)).abs() < 1e-15);
+    }
+
+    #[test]
+    fn names_and_trees_round_trip_through_serde_and_toml() {
+        #[derive(serde::Serialize, serde::Deserialize, PartialEq, Debug)]
+        struct Policy {
+            acquisition: AcquisitionName,
+            tree: Option<FantasyTree>,
+        }
+        for n in AcquisitionName::ALL {
+            let json = serde_json::to_string(&n).unwrap();
+            assert_eq!(json, format!("\"{}\"", n.as_str()));
+            assert_eq!(serde_json::from_str::<AcquisitionName>(&json).unwrap(), n);
+            let p = Policy {
+                acquisition: n,
+                tree: Some(FantasyTree::new(&[4, 4, 2]).unwrap()),
+            };
+            let text = toml::to_string(&p).unwrap();
+            assert!(text.contains(&format!("acquisition = \"{n}\"")), "{text}");
+            assert_eq!(toml::from_str::<Policy>(&text).unwrap(), p);
+        }
+        let p: Policy = toml::from_str("acquisition = \"b_ms_ei\"\ntree = [1, 1]").unwrap();
+        assert_eq!(p.acquisition, AcquisitionName::BMsEi);
+        assert_eq!(p.tree.unwrap().stages(), vec![1, 1]);
+        assert_eq!(p.tree.unwrap().num_points(), 3);
+        assert_eq!(FantasyTree::new(&[4, 4, 2]).unwrap().num_points(), 53);
+        let e = toml::from_str::<Policy>("acquisition = \"kgg\"").unwrap_err();
+        assert!(e.to_string().contains("mes_cost"), "{e}");
+        let e = toml::from_str::<Policy>("acquisition = \"kg\"\ntree = [0]").unwrap_err();
+        assert!(e.to_string().contains("fantasies"), "{e}");
+        assert!(FantasyTree::new(&[]).is_err());
+        assert!(FantasyTree::new(&[8, 8, 8]).is_err());
     }
 }

@@ -1,0 +1,595 @@
+//! Budgeted multi-step expected improvement (B-MS-EI; Astudillo et al., NeurIPS 2021) with unknown
+//! costs: the one-shot scenario tree.
+//!
+//! See `docs/lookahead.md` for the formulas, the settings and the fixes of the reference code's
+//! bugs.
+
+use crate::error::{Error, Result};
+
+/// Largest number of look-ahead stages of a [`FantasyTree`].
+pub const MAX_STAGES: usize = 4;
+
+/// Largest number of fantasies per stage.
+pub const MAX_FANTASIES: usize = 8;
+
+/// Largest number of points (decision variables of `d` coordinates each) in a tree.
+pub const MAX_TREE_POINTS: usize = 128;
+
+/// The fantasies per look-ahead stage of a B-MS-EI tree, e.g. `[1, 1, 1]` (the path variant,
+/// four decision stages) or `[4, 4, 2]`. The number of decision stages is `len + 1`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct FantasyTree {
+    stages: [u8; MAX_STAGES],
+    len: u8,
+}
+
+impl Default for FantasyTree {
+    /// `[1, 1, 1]`, the reference code's default for the synthetic problems.
+    fn default() -> Self {
+        Self {
+            stages: [1, 1, 1, 0],
+            len: 3,
+        }
+    }
+}
+
+impl FantasyTree {
+    /// A tree with `stages[k]` fantasies at look-ahead stage `k + 1`. Errors unless there are
+    /// 1 to [`MAX_STAGES`] stages of 1 to [`MAX_FANTASIES`] fantasies each and at most
+    /// [`MAX_TREE_POINTS`] points.
+    pub fn new(stages: &[usize]) -> Result<Self> {
+        if stages.is_empty() || stages.len() > MAX_STAGES {
+            return Err(Error::invalid(
+                "tree",
+                format!(
+                    "needs 1 to {MAX_STAGES} look-ahead stages, got {}",
+                    stages.len()
+                ),
+            ));
+        }
+        if let Some(m) = stages.iter().find(|&&m| !(1..=MAX_FANTASIES).contains(&m)) {
+            return Err(Error::invalid(
+                "tree",
+                format!("fantasies per stage must be 1 to {MAX_FANTASIES}, got {m}"),
+            ));
+        }
+        let mut s = [0u8; MAX_STAGES];
+        for (o, &m) in s.iter_mut().zip(stages) {
+            *o = m as u8;
+        }
+        let t = Self {
+            stages: s,
+            len: stages.len() as u8,
+        };
+        if t.num_points() > MAX_TREE_POINTS {
+            return Err(Error::invalid(
+                "tree",
+                format!(
+                    "{stages:?} has {} points, more than {MAX_TREE_POINTS}",
+                    t.num_points()
+                ),
+            ));
+        }
+        Ok(t)
+    }
+
+    /// Fantasies per look-ahead stage.
+    pub fn stages(&self) -> Vec<usize> {
+        self.stages[..self.len as usize]
+            .iter()
+            .map(|&m| m as usize)
+            .collect()
+    }
+
+    /// Number of look-ahead stages `K` (the tree has `K + 1` decision stages).
+    pub fn depth(&self) -> usize {
+        self.len as usize
+    }
+
+    /// Number of tree points `1 + Σ_n Π_{k≤n} m_k` (4 for `[1,1,1]`, 53 for `[4,4,2]`).
+    pub fn num_points(&self) -> usize {
+        let mut total = 1;
+        let mut width = 1;
+        for m in self.stages() {
+            width *= m;
+            total += width;
+        }
+        total
+    }
+
+    /// Number of nodes at decision stage `n` (`0 ≤ n ≤ depth`).
+    pub fn width(&self, n: usize) -> usize {
+        self.stages().iter().take(n).product()
+    }
+
+    /// The label used in file names, e.g. `111` or `442`.
+    pub fn label(&self) -> String {
+        self.stages().iter().map(|m| m.to_string()).collect()
+    }
+}
+
+impl serde::Serialize for FantasyTree {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        self.stages().serialize(s)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for FantasyTree {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        let v = Vec::<usize>::deserialize(d)?;
+        Self::new(&v).map_err(serde::de::Error::custom)
+    }
+}
+
+use super::analytic::ExpectedImprovementPerCost;
+use super::budgeted::{BUDGET_CLAMP, budgeted_ei};
+use super::cost::CostModel;
+use super::{LogCost, OnModel, UnknownCost, UpperConfidenceBound};
+use crate::gp::{ExactGp, GpModel, Posterior, PosteriorBatch};
+use crate::optim::multistart::{MultiStartOptions, Objective, maximize};
+use rand::SeedableRng;
+use rand_distr::{Distribution, StandardNormal};
+use rand_xoshiro::Xoshiro256PlusPlus;
+
+/// A GP in raw units on raw inputs: the internal [`ExactGp`] of a [`GpModel`] with its input and
+/// outcome transforms, which can be conditioned on fantasized observations (raw units) without
+/// refitting.
+#[derive(Debug, Clone)]
+pub struct ScaledGp {
+    gp: ExactGp,
+    lower: Vec<f64>,
+    range: Vec<f64>,
+    y_mean: f64,
+    y_std: f64,
+}
+
+impl ScaledGp {
+    /// The model's posterior, with the same hyperparameters and transforms.
+    pub fn from_model(model: &GpModel) -> Result<Self> {
+        let d = model.dim();
+        let t0 = model.to_internal(&vec![0.0; d])?;
+        let t1 = model.to_internal(&vec![1.0; d])?;
+        let range: Vec<f64> = t0.iter().zip(&t1).map(|(a, b)| 1.0 / (b - a)).collect();
+        let lower: Vec<f64> = t0.iter().zip(&range).map(|(a, r)| -a * r).collect();
+        let (y_mean, y_std) = model.outcome_scale();
+        Ok(Self {
+            gp: model.inner().clone(),
+            lower,
+            range,
+            y_mean,
+            y_std,
+        })
+    }
+
+    fn internal(&self, x: &[f64]) -> Vec<f64> {
+        let d = self.lower.len();
+        x.iter()
+            .enumerate()
+            .map(|(i, v)| (v - self.lower[i % d]) / self.range[i % d])
+            .collect()
+    }
+
+    /// Latent posterior mean and variance at one raw point.
+    pub fn mean_var(&self, x: &[f64]) -> Result<(f64, f64)> {
+        let p = self.gp.posterior(&self.internal(x), false)?;
+        Ok((
+            self.y_mean + self.y_std * p.mean[0],
+            p.var[0] * self.y_std * self.y_std,
+        ))
+    }
+
+    /// Observation-noise variance in raw units.
+    pub fn noise(&self) -> f64 {
+        self.gp.params().noise * self.y_std * self.y_std
+    }
+
+    /// The posterior after also observing `y` (raw units) at the raw point `x`.
+    pub fn condition(&self, x: &[f64], y: f64) -> Result<Self> {
+        let z = (y - self.y_mean) / self.y_std;
+        Ok(Self {
+            gp: self.gp.condition_on(&self.internal(x), &[z])?,
+            ..self.clone()
+        })
+    }
+}
+
+impl Posterior for ScaledGp {
+    fn dim(&self) -> usize {
+        self.lower.len()
+    }
+    fn posterior(&self, xs: &[f64], grad: bool) -> Result<PosteriorBatch> {
+        let d = self.lower.len();
+        let mut p = self.gp.posterior(&self.internal(xs), grad)?;
+        let s = self.y_std;
+        for m in &mut p.mean {
+            *m = self.y_mean + s * *m;
+        }
+        for v in &mut p.var {
+            *v *= s * s;
+        }
+        for (i, g) in p.mean_grad.iter_mut().enumerate() {
+            *g *= s / self.range[i % d];
+        }
+        for (i, g) in p.var_grad.iter_mut().enumerate() {
+            *g *= s * s / self.range[i % d];
+        }
+        Ok(p)
+    }
+}
+
+/// How the cost of a fantasized evaluation is known.
+#[derive(Clone)]
+pub enum CostBelief<'a> {
+    /// Unknown: a GP on log cost (conditioned on fantasized log costs along a path).
+    Unknown(Box<ScaledGp>),
+    /// A known cost function.
+    Known(&'a dyn CostModel),
+    /// Every evaluation costs 1.
+    Uniform,
+}
+
+impl CostBelief<'_> {
+    /// `(mean, variance)` of the latent log cost at `x`.
+    fn log_cost(&self, x: &[f64]) -> Result<(f64, f64)> {
+        match self {
+            Self::Unknown(g) => g.mean_var(x),
+            Self::Known(c) => {
+                let lc = c.log_cost(x, x.len(), false)?;
+                Ok((lc.mean[0], 0.0))
+            }
+            Self::Uniform => Ok((0.0, 0.0)),
+        }
+    }
+}
+
+/// The state of a node of the scenario tree: the (fantasy-conditioned) models, the incumbent and
+/// the remaining suggested budget on the path to it.
+#[derive(Clone)]
+pub struct NodeState<'a> {
+    /// The objective model.
+    pub f: ScaledGp,
+    /// The cost belief.
+    pub cost: CostBelief<'a>,
+    /// The best objective value, real or fantasized, on the path.
+    pub best: f64,
+    /// The remaining budget on the path (suggested budget minus fantasized costs).
+    pub budget: f64,
+}
+
+impl<'a> NodeState<'a> {
+    /// The stage value `BEI(x; best, budget) = EI · Φ((ln b − m)/√v)` (Proposition 1).
+    pub fn stage_value(&self, x: &[f64]) -> Result<f64> {
+        if self.budget.is_nan() || self.budget <= BUDGET_CLAMP {
+            return Ok(0.0);
+        }
+        let (mu, var) = self.f.mean_var(x)?;
+        let (m, v) = self.cost.log_cost(x)?;
+        let sigma = var.max(1e-12).sqrt();
+        Ok(budgeted_ei(
+            mu,
+            sigma,
+            LogCost { mean: m, var: v },
+            self.best,
+            self.budget,
+        )
+        .value)
+    }
+
+    /// The state after evaluating `x` and observing the fantasy with standard-normal base
+    /// samples `(z_f, z_c)` of the predictive distributions (observation noise included):
+    /// `ŷ = μ + z_f √(σ² + noise)`, `ln ĉ = m + z_c √(v + noise_c)`. The budget drops by
+    /// `ĉ = exp(ln ĉ)` (once: the reference code's double subtraction, A10.3, is not copied).
+    pub fn child(&self, x: &[f64], z: (f64, f64)) -> Result<NodeState<'a>> {
+        let (mu, var) = self.f.mean_var(x)?;
+        let y = mu + z.0 * (var + self.f.noise()).sqrt();
+        let (cost, c_hat) = match &self.cost {
+            CostBelief::Unknown(g) => {
+                let (m, v) = g.mean_var(x)?;
+                let lc = m + z.1 * (v + g.noise()).sqrt();
+                (CostBelief::Unknown(Box::new(g.condition(x, lc)?)), lc.exp())
+            }
+            other => {
+                let (m, _) = other.log_cost(x)?;
+                (other.clone(), m.exp())
+            }
+        };
+        Ok(NodeState {
+            f: self.f.condition(x, y)?,
+            cost,
+            best: self.best.max(y),
+            budget: self.budget - c_hat,
+        })
+    }
+}
+
+/// Standard-normal base samples `(z_f, z_c)` of `m` fantasies: `(0, 0)` (the posterior-mean
+/// fantasy of the reference code) for `m = 1`, otherwise `m` fixed pseudo-random pairs from a
+/// generator seeded by the stage (the same at every node of a stage, as the reference's
+/// `collapse_fantasy_base_samples`; the reference uses scrambled-Sobol normals), centred so
+/// that their mean is exactly 0.
+pub fn fantasy_base_samples(m: usize, stage: usize) -> Result<Vec<(f64, f64)>> {
+    if m == 0 {
+        return Err(Error::invalid("fantasies", "must be at least 1"));
+    }
+    if m == 1 {
+        return Ok(vec![(0.0, 0.0)]);
+    }
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(0x626d_7365_6900 + stage as u64);
+    let mut z: Vec<(f64, f64)> = (0..m)
+        .map(|_| {
+            (
+                StandardNormal.sample(&mut rng),
+                StandardNormal.sample(&mut rng),
+            )
+        })
+        .collect();
+    let (a, b) = z.iter().fold((0.0, 0.0), |(a, b), p| (a + p.0, b + p.1));
+    for p in &mut z {
+        p.0 -= a / m as f64;
+        p.1 -= b / m as f64;
+    }
+    Ok(z)
+}
+
+/// The one-shot B-MS-EI tree value as an [`Objective`] over the whole tree (row-major
+/// `num_points × d`, stage-major: the root, then the stage-1 nodes, …; the children of node `j`
+/// of stage `n` are nodes `j·m_{n+1} … j·m_{n+1} + m_{n+1} − 1` of stage `n + 1`).
+///
+/// `Q(tree) = Σ_n (1/width_n) Σ_{nodes j of stage n} BEI_j(x_j)`, each node's value computed on
+/// the models conditioned on the fantasies of its path, with its path's incumbent and remaining
+/// budget. The gradient is by central finite differences per coordinate, re-evaluating only the
+/// perturbed node's subtree (not analytic: see `docs/lookahead.md`).
+pub struct BudgetedMultiStepEi<'a> {
+    root: NodeState<'a>,
+    tree: FantasyTree,
+    d: usize,
+    base: Vec<Vec<(f64, f64)>>,
+    offsets: Vec<usize>,
+    /// Finite-difference step of the gradient (default 1e-6).
+    pub fd_step: f64,
+}
+
+impl<'a> BudgetedMultiStepEi<'a> {
+    /// The tree acquisition from the root state (real data, incumbent, suggested budget).
+    pub fn new(root: NodeState<'a>, tree: FantasyTree) -> Result<Self> {
+        let d = root.f.dim();
+        let base = tree
+            .stages()
+            .iter()
+            .enumerate()
+            .map(|(k, &m)| fantasy_base_samples(m, k))
+            .collect::<Result<Vec<_>>>()?;
+        let mut offsets = vec![0];
+        for n in 0..tree.depth() {
+            offsets.push(offsets[n] + tree.width(n));
+        }
+        Ok(Self {
+            root,
+            tree,
+            d,
+            base,
+            offsets,
+            fd_step: 1e-6,
+        })
+    }
+
+    /// The tree.
+    pub fn tree(&self) -> FantasyTree {
+        self.tree
+    }
+
+    fn row<'p>(&self, pts: &'p [f64], stage: usize, j: usize) -> &'p [f64] {
+        let r = self.offsets[stage] + j;
+        &pts[r * self.d..(r + 1) * self.d]
+    }
+
+    /// `S_j = v_j + (1/m) Σ_children S_child`, the value of the subtree at node `j` of `stage`.
+    fn subtree(&self, st: &NodeState<'a>, stage: usize, j: usize, pts: &[f64]) -> Result<f64> {
+        if st.budget.is_nan() || st.budget <= BUDGET_CLAMP {
+            return Ok(0.0);
+        }
+        let x = self.row(pts, stage, j);
+        let mut v = st.stage_value(x)?;
+        if stage < self.tree.depth() {
+            let zs = &self.base[stage];
+            let m = zs.len();
+            let mut acc = 0.0;
+            for (i, &z) in zs.iter().enumerate() {
+                let child = st.child(x, z)?;
+                acc += self.subtree(&child, stage + 1, j * m + i, pts)?;
+            }
+            v += acc / m as f64;
+        }
+        Ok(v)
+    }
+
+    /// The tree value `Q` at `pts`.
+    pub fn value(&self, pts: &[f64]) -> Result<f64> {
+        self.check(pts)?;
+        self.subtree(&self.root, 0, 0, pts)
+    }
+
+    fn check(&self, pts: &[f64]) -> Result<()> {
+        let n = self.tree.num_points() * self.d;
+        if pts.len() != n {
+            return Err(Error::dim("tree points", n, pts.len()));
+        }
+        if pts.iter().any(|v| !v.is_finite()) {
+            return Err(Error::invalid("tree points", "non-finite coordinate"));
+        }
+        Ok(())
+    }
+
+    /// The node states of every stage (in node order).
+    fn states(&self, pts: &[f64]) -> Result<Vec<Vec<NodeState<'a>>>> {
+        let mut out = vec![vec![self.root.clone()]];
+        for n in 0..self.tree.depth() {
+            let mut next = Vec::with_capacity(self.tree.width(n + 1));
+            for (j, st) in out[n].iter().enumerate() {
+                let x = self.row(pts, n, j);
+                for &z in &self.base[n] {
+                    next.push(st.child(x, z)?);
+                }
+            }
+            out.push(next);
+        }
+        Ok(out)
+    }
+
+    /// Value and central-finite-difference gradient (row-major like `pts`).
+    pub fn value_and_gradient(&self, pts: &[f64]) -> Result<(f64, Vec<f64>)> {
+        self.check(pts)?;
+        let value = self.subtree(&self.root, 0, 0, pts)?;
+        let states = self.states(pts)?;
+        let mut grad = vec![0.0; pts.len()];
+        let mut work = pts.to_vec();
+        for (n, level) in states.iter().enumerate() {
+            let w = 1.0 / self.tree.width(n) as f64;
+            for (j, st) in level.iter().enumerate() {
+                let r = self.offsets[n] + j;
+                for k in 0..self.d {
+                    let i = r * self.d + k;
+                    let x0 = pts[i];
+                    let h = self.fd_step * x0.abs().max(1.0);
+                    work[i] = x0 + h;
+                    let up = self.subtree(st, n, j, &work)?;
+                    work[i] = x0 - h;
+                    let down = self.subtree(st, n, j, &work)?;
+                    work[i] = x0;
+                    grad[i] = w * (up - down) / (2.0 * h);
+                }
+            }
+        }
+        Ok((value, grad))
+    }
+}
+
+impl Objective for BudgetedMultiStepEi<'_> {
+    fn dim(&self) -> usize {
+        self.tree.num_points() * self.d
+    }
+
+    fn value_grad(&self, x: &[f64], grad: &mut [f64]) -> f64 {
+        match self.value_and_gradient(x) {
+            Ok((v, g)) if v.is_finite() && g.iter().all(|v| v.is_finite()) => {
+                grad.copy_from_slice(&g);
+                v
+            }
+            _ => {
+                grad.fill(0.0);
+                f64::NAN
+            }
+        }
+    }
+
+    fn values(&self, xs: &[f64], out: &mut [f64]) {
+        let n = self.dim();
+        for (x, o) in xs.chunks_exact(n).zip(out.iter_mut()) {
+            *o = self.value(x).unwrap_or(f64::NAN);
+        }
+    }
+}
+
+/// The suggested budget of B-MS-EI (notes A6): a rollout of `steps` EI-PUC-CC steps on copies of
+/// the models. At each step `ν = b_left / total_budget` (clamped to `[0, 1]`), the EI-PUC-CC
+/// maximizer `x` is found with `ms`, one seeded random joint predictive sample `(ŷ, ln ĉ)` is
+/// drawn there and conditioned on, and `b_left` drops by `ĉ`. Returns
+/// `(min(Σ ĉ, remaining), min ĉ)`. Deterministic for a seed (the reference rollout draws
+/// unseeded samples).
+pub fn suggested_budget(
+    root: &NodeState<'_>,
+    remaining: f64,
+    total_budget: f64,
+    steps: usize,
+    ms: &MultiStartOptions,
+    seed: u64,
+) -> Result<(f64, f64)> {
+    if !(remaining.is_finite() && total_budget.is_finite() && total_budget > 0.0) {
+        return Err(Error::invalid(
+            "budget",
+            format!(
+                "b_ms_ei needs a finite remaining and total budget, got {remaining} and \
+                 {total_budget}"
+            ),
+        ));
+    }
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed ^ 0x726f_6c6c);
+    let mut st = root.clone();
+    st.budget = remaining;
+    let mut costs = Vec::with_capacity(steps);
+    for s in 0..steps {
+        let nu = (st.budget / total_budget).clamp(0.0, 1.0);
+        let acq = ExpectedImprovementPerCost {
+            best_f: st.best,
+            alpha: nu,
+        };
+        let r = match &st.cost {
+            CostBelief::Unknown(g) => {
+                let c = UnknownCost(g.as_ref());
+                maximize(&OnModel::with_cost(&st.f, acq, &c), ms, seed ^ s as u64)?
+            }
+            CostBelief::Known(c) => maximize(&OnModel::with_cost(&st.f, acq, *c), ms, seed)?,
+            CostBelief::Uniform => maximize(&OnModel::new(&st.f, acq), ms, seed ^ s as u64)?,
+        };
+        let z: (f64, f64) = (
+            StandardNormal.sample(&mut rng),
+            StandardNormal.sample(&mut rng),
+        );
+        let next = st.child(&r.x, z)?;
+        costs.push(st.budget - next.budget);
+        st = next;
+    }
+    let sum: f64 = costs.iter().sum();
+    let low = costs.iter().copied().fold(f64::INFINITY, f64::min);
+    Ok((sum.min(remaining), low))
+}
+
+/// A heuristic start tree (notes A7, step 2, without the double subtraction of A10.3): the root at
+/// the maximizer of the posterior mean, every deeper node at the maximizer of BEI on the model
+/// conditioned on the root's posterior-mean fantasy, with the budget reduced once by that
+/// fantasy's cost.
+pub fn heuristic_tree(
+    b: &BudgetedMultiStepEi<'_>,
+    ms: &MultiStartOptions,
+    seed: u64,
+) -> Result<Vec<f64>> {
+    let root = &b.root;
+    let mean = OnModel::new(&root.f, UpperConfidenceBound { beta: 0.0 });
+    let x0 = maximize(&mean, ms, seed ^ 0x6875)?.x;
+    let child = root.child(&x0, (0.0, 0.0))?;
+    let bei = NodeObjective { st: &child };
+    let x1 = maximize(&bei, ms, seed ^ 0x6876)?.x;
+    let mut out = x0;
+    for _ in 1..b.tree.num_points() {
+        out.extend_from_slice(&x1);
+    }
+    Ok(out)
+}
+
+/// The stage value of one node as an objective (finite-difference gradient).
+struct NodeObjective<'s, 'a> {
+    st: &'s NodeState<'a>,
+}
+
+impl Objective for NodeObjective<'_, '_> {
+    fn dim(&self) -> usize {
+        self.st.f.dim()
+    }
+    fn value_grad(&self, x: &[f64], grad: &mut [f64]) -> f64 {
+        let Ok(v) = self.st.stage_value(x) else {
+            grad.fill(0.0);
+            return f64::NAN;
+        };
+        let mut w = x.to_vec();
+        for k in 0..x.len() {
+            let h = 1e-6;
+            w[k] = x[k] + h;
+            let up = self.st.stage_value(&w).unwrap_or(f64::NAN);
+            w[k] = x[k] - h;
+            let down = self.st.stage_value(&w).unwrap_or(f64::NAN);
+            w[k] = x[k];
+            grad[k] = (up - down) / (2.0 * h);
+        }
+        v
+    }
+}
