@@ -70,10 +70,14 @@ enum Command {
         #[arg(long)]
         failed: Option<String>,
     },
-    /// Summary of a study: trial counts, cost spent, best trial, current λ.
+    /// Summary of a study: trial counts, cost spent, best trial, current λ, and the stopping
+    /// rule's statistic against its threshold (with the reason once it fired).
     Status {
         #[command(flatten)]
         target: study_cmd::Target,
+        /// `json` (default) or `text`.
+        #[arg(long, default_value = "json")]
+        format: String,
     },
     /// The best complete trial of a study.
     Best {
@@ -178,7 +182,7 @@ fn main() {
                 )),
             }
         }
-        Command::Status { target } => study_cmd::status(&target),
+        Command::Status { target, format } => study_cmd::status(&target, &format),
         Command::Best { target } => study_cmd::best(&target),
         Command::Export { target, format } => study_cmd::export(&target, &format),
         Command::Plot { target, out } => study_cmd::plot(&target, out.as_deref()),

@@ -392,11 +392,67 @@ fn trial_json(t: &Trial) -> serde_json::Value {
 }
 
 fn summary_json(s: &pandora_study::Summary) -> serde_json::Value {
+    let finite = |v: f64| v.is_finite().then_some(v);
     json!({
         "running": s.counts[0], "complete": s.counts[1], "failed": s.counts[2], "abandoned": s.counts[3],
         "total_cost": s.total_cost, "budget_spent": s.budget_spent, "lambda": s.lambda,
         "best": s.best.as_ref().map(|b| json!({"number": b.number, "objective": b.objective, "params": b.params})),
+        "stopping": s.stopping.as_ref().map(|st| json!({
+            "rule": st.rule, "lambda": st.lambda, "statistic": st.statistic,
+            "value": finite(st.value), "threshold": st.threshold,
+            "iteration": st.iteration, "fired": st.fired,
+        })),
+        "stop_reason": s.stop_reason,
     })
+}
+
+/// A human-readable summary (`pandora status --format text`).
+fn summary_text(name: &str, budget: Option<f64>, s: &pandora_study::Summary) -> String {
+    let mut out = format!(
+        "study {name}: {} complete, {} running, {} failed, {} abandoned\n",
+        s.counts[1], s.counts[0], s.counts[2], s.counts[3]
+    );
+    match budget {
+        Some(b) => out.push_str(&format!(
+            "cost: {:.6} spent toward the budget of {b} ({:.6} remaining); {:.6} in all\n",
+            s.budget_spent,
+            b - s.budget_spent,
+            s.total_cost
+        )),
+        None => out.push_str(&format!("cost: {:.6} in all\n", s.total_cost)),
+    }
+    match &s.best {
+        Some(b) => out.push_str(&format!(
+            "best: trial {} with objective {} at {}\n",
+            b.number,
+            b.objective.map_or("?".into(), |v| v.to_string()),
+            b.params
+        )),
+        None => out.push_str("best: no complete trial yet\n"),
+    }
+    if let Some(l) = s.lambda {
+        out.push_str(&format!("lambda: {l:e}\n"));
+    }
+    if let Some(st) = &s.stopping {
+        let value = if st.value.is_finite() {
+            format!("{:.4}", st.value)
+        } else {
+            "not available yet".into()
+        };
+        out.push_str(&format!(
+            "stopping ({}, lambda = {:e}): {} = {value} vs threshold {:.4} after {} BO evaluations{}\n",
+            st.rule,
+            st.lambda,
+            st.statistic,
+            st.threshold,
+            st.iteration,
+            if st.fired { " (fired)" } else { "" }
+        ));
+    }
+    if let Some(r) = &s.stop_reason {
+        out.push_str(&format!("stopped: {r}\n"));
+    }
+    out
 }
 
 /// `pandora ask CONFIG`: hands out one trial and prints `{"number", "params"}`.
@@ -446,11 +502,19 @@ pub fn tell(
     Ok(())
 }
 
-/// `pandora status CONFIG`.
-pub fn status(target: &Target) -> Result<()> {
+/// `pandora status CONFIG [--format json|text]`.
+pub fn status(target: &Target, format: &str) -> Result<()> {
+    if !matches!(format, "json" | "text") {
+        bail!("--format: expected json or text, got '{format}'");
+    }
     let mut study = target.study()?;
     let s = study.summary().map_err(|e| anyhow!("{e}"))?;
-    println!("{}", serde_json::to_string_pretty(&summary_json(&s))?);
+    if format == "text" {
+        let c = study.config();
+        print!("{}", summary_text(&c.study.name, c.budget.total, &s));
+    } else {
+        println!("{}", serde_json::to_string_pretty(&summary_json(&s))?);
+    }
     Ok(())
 }
 

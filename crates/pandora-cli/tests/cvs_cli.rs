@@ -19,6 +19,23 @@ fn config_path() -> String {
     )
 }
 
+/// The reduced Figure 2 grid parses and runs at its smoke size too.
+#[test]
+fn reduced_figure_2_config_runs_at_smoke_size() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config_path().replace("cvs_fig2.toml", "cvs_fig2_small.toml");
+    let out = pandora(
+        dir.path(),
+        &["cvs", &cfg, "--smoke", "--quiet", "--out", "res"],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(dir.path().join("res/summary.csv").exists());
+}
+
 #[test]
 fn figure_2_config_runs_at_smoke_size_and_resumes() {
     let dir = tempfile::tempdir().unwrap();

@@ -123,12 +123,10 @@ fn exported_trials(dir: &Path, cfg: &str) -> Vec<Value> {
     trials
 }
 
-/// Pending trials should keep parallel workers off each other's points. The initial design now
-/// continues over pending trials, but a model proposal can still repeat a pending point: under a
-/// fantasy (the posterior mean) a pending point's PBGI index is about its mean, which can stay
-/// the largest (seen at a cheap corner). Kept as a regression test for that fix.
+/// Pending trials keep parallel workers off each other's points: the initial design continues
+/// over pending trials, and a model step conditions on fantasies at pending points and proposes
+/// at least `PENDING_EXCLUSION_RADIUS` away from them.
 #[test]
-#[ignore = "known limitation: PBGI can re-propose a pending point (its fantasized index stays maximal)"]
 fn concurrent_workers_receive_distinct_points() {
     let Some(db) = TestSchema::new("points") else {
         return;

@@ -272,3 +272,54 @@ fn storage_and_study_flags_and_plots_work_on_a_stored_study() {
         &svg[..200.min(svg.len())]
     );
 }
+
+/// A study with the PBGI stopping rule and a large λ stops early; `status` shows the statistic
+/// against its threshold and the reason, in JSON and in text.
+#[test]
+fn status_shows_the_stopping_statistic_and_the_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = BUILTIN.replace("total = 120.0", "max_trials = 40").replace(
+        "seed = 1",
+        "seed = 1\nstopping = { rule = \"pbgi\", lambda = 1.0 }",
+    );
+    std::fs::write(dir.path().join("s.toml"), cfg).unwrap();
+    let (code, out, err) = pandora(dir.path(), &["run", "s.toml", "--quiet"]);
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert!(
+        v["stopped"].as_str().unwrap().contains("stopping rule"),
+        "{out}"
+    );
+    let complete = v["summary"]["complete"].as_u64().unwrap();
+    assert!(complete < 40, "{out}");
+
+    let (code, st, err) = pandora(dir.path(), &["status", "s.toml"]);
+    assert_eq!(code, 0, "{err}");
+    let st: Value = serde_json::from_str(&st).unwrap();
+    let stop = &st["stopping"];
+    assert_eq!(stop["rule"], "pbgi", "{st}");
+    assert_eq!(stop["fired"], true, "{st}");
+    assert_eq!(stop["lambda"].as_f64().unwrap(), 1.0);
+    assert_eq!(
+        stop["threshold"].as_f64().unwrap(),
+        0.0,
+        "threshold is log λ"
+    );
+    assert!(
+        stop["value"].as_f64().unwrap() <= 0.0,
+        "fired, so the statistic is at most its threshold: {st}"
+    );
+    let reason = st["stop_reason"].as_str().unwrap();
+    assert!(!reason.is_empty());
+
+    let (code, text, err) = pandora(dir.path(), &["status", "s.toml", "--format", "text"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(text.contains(&format!("{complete} complete")), "{text}");
+    assert!(text.contains("threshold 0.0000"), "{text}");
+    assert!(text.contains("(fired)"), "{text}");
+    assert!(text.contains(&format!("stopped: {reason}")), "{text}");
+
+    let (code, _, err) = pandora(dir.path(), &["status", "s.toml", "--format", "yaml"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--format"), "{err}");
+}

@@ -20,7 +20,7 @@ use crate::acquisition::{
 use crate::error::{Error, Result};
 use crate::gp::fit::FitOptions;
 use crate::gp::{GpModel, GpParams, Posterior, Transforms};
-use crate::optim::multistart::{MultiStartOptions, maximize};
+use crate::optim::multistart::{MultiStartOptions, MultiStartResult, Objective, maximize};
 use crate::optim::sobol::Sobol;
 use rand::{RngExt, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
@@ -219,6 +219,75 @@ pub struct StepContext {
     pub lambda: Option<f64>,
 }
 
+/// Euclidean radius (on the unit cube) around each pending point inside which a model step does
+/// not propose. The fantasies already make the model expect the pending outcome there, but an
+/// index such as PBGI's stays near the posterior mean at a fantasized point and can remain the
+/// largest (seen at a cheap corner), so a second worker would receive the same point.
+pub const PENDING_EXCLUSION_RADIUS: f64 = 0.1;
+
+/// An objective restricted to points at least `radius` away from every pending point: inside a
+/// ball its value is `-∞`, which the multi-start optimizer treats as outside the domain.
+struct AwayFromPending<'a> {
+    inner: &'a dyn Objective,
+    pending: &'a [f64],
+    radius: f64,
+}
+
+impl AwayFromPending<'_> {
+    fn excluded(&self, x: &[f64]) -> bool {
+        let r2 = self.radius * self.radius;
+        self.pending
+            .chunks_exact(x.len())
+            .any(|p| p.iter().zip(x).map(|(a, b)| (a - b) * (a - b)).sum::<f64>() < r2)
+    }
+}
+
+impl Objective for AwayFromPending<'_> {
+    fn dim(&self) -> usize {
+        self.inner.dim()
+    }
+
+    fn value_grad(&self, x: &[f64], grad: &mut [f64]) -> f64 {
+        if self.excluded(x) {
+            grad.fill(0.0);
+            return f64::NEG_INFINITY;
+        }
+        self.inner.value_grad(x, grad)
+    }
+
+    fn values(&self, xs: &[f64], out: &mut [f64]) {
+        self.inner.values(xs, out);
+        let d = self.dim();
+        for (x, o) in xs.chunks_exact(d).zip(out.iter_mut()) {
+            if self.excluded(x) {
+                *o = f64::NEG_INFINITY;
+            }
+        }
+    }
+}
+
+/// Maximizes `obj` away from the pending points (see [`PENDING_EXCLUSION_RADIUS`]); if every
+/// candidate lies inside the excluded balls, maximizes without the restriction.
+fn maximize_away(
+    obj: &dyn Objective,
+    pending: &[f64],
+    ms: &MultiStartOptions,
+    seed: u64,
+) -> Result<MultiStartResult> {
+    if pending.is_empty() {
+        return maximize(obj, ms, seed);
+    }
+    let away = AwayFromPending {
+        inner: obj,
+        pending,
+        radius: PENDING_EXCLUSION_RADIUS,
+    };
+    match maximize(&away, ms, seed) {
+        Ok(r) if r.value.is_finite() => Ok(r),
+        _ => maximize(obj, ms, seed),
+    }
+}
+
 /// Observations so far on the unit cube: `x` row-major `n × d`, `y` maximized, `cost` > 0.
 #[derive(Debug, Clone, Copy)]
 pub struct History<'a> {
@@ -334,7 +403,7 @@ pub fn propose(
     let ms = &config.multistart;
     if config.acquisition == AcquisitionName::Ts {
         let ts = ThompsonSample::draw(model.inner(), config.ts_features, seed ^ 0x7473)?;
-        let r = maximize(&ts, ms, seed)?;
+        let r = maximize_away(&ts, history.pending, ms, seed)?;
         return Ok(Proposal {
             x: r.x,
             phase: Phase::Model,
@@ -394,15 +463,20 @@ pub fn propose(
         AcquisitionName::Mes | AcquisitionName::MesCost => {
             let mes = mes_for_step(&model, history.x, d, seed)?;
             let r = if config.acquisition == AcquisitionName::Mes {
-                maximize(&OnModel::new(&model, mes), ms, seed)?
+                maximize_away(&OnModel::new(&model, mes), history.pending, ms, seed)?
             } else {
                 let acq = CostWeightedMaxValueEntropy {
                     mes,
                     convention: config.params.convention.unwrap_or(CostConvention::Expected),
                 };
                 match cost_ref {
-                    Some(c) => maximize(&OnModel::with_cost(&model, acq, c), ms, seed)?,
-                    None => maximize(&OnModel::new(&model, acq), ms, seed)?,
+                    Some(c) => maximize_away(
+                        &OnModel::with_cost(&model, acq, c),
+                        history.pending,
+                        ms,
+                        seed,
+                    )?,
+                    None => maximize_away(&OnModel::new(&model, acq), history.pending, ms, seed)?,
                 }
             };
             return done(r.x, r.value);
@@ -422,7 +496,7 @@ pub fn propose(
         Some(c) => OnModel::with_cost(&model, acq, c),
         None => OnModel::new(&model, acq),
     };
-    let r = maximize(&obj, ms, seed)?;
+    let r = maximize_away(&obj, history.pending, ms, seed)?;
     let predicted_cost = predicted(&r.x)?;
     let uses_lambda = matches!(
         config.acquisition,
@@ -603,6 +677,87 @@ mod tests {
             "the pending point {:?} was proposed again",
             first.x
         );
+    }
+
+    /// With a cheap corner (c(x) = 1 + 20·mean(x)), PBGI's index at a fantasized pending point
+    /// stays about its posterior mean and used to remain the maximum: a second worker received
+    /// the same point. Every model acquisition must now keep `PENDING_EXCLUSION_RADIUS` away.
+    #[test]
+    fn model_steps_keep_away_from_pending_points() {
+        let d = 2;
+        let cost = LinearMeanCost {
+            offset: 1.0,
+            slope: 20.0,
+        };
+        let x: Vec<f64> = (0..8)
+            .flat_map(|i| [i as f64 / 8.0 + 0.05, (i * 3 % 8) as f64 / 8.0])
+            .collect();
+        let y: Vec<f64> = x.chunks(2).map(f).collect();
+        for acq in [
+            AcquisitionName::Pbgi,
+            AcquisitionName::PbgiD,
+            AcquisitionName::LogEi,
+            AcquisitionName::LogEipc,
+            AcquisitionName::Ucb,
+            AcquisitionName::Ts,
+        ] {
+            let config = small_config(acq);
+            let mut pending: Vec<f64> = Vec::new();
+            for _ in 0..3 {
+                let p = propose(
+                    d,
+                    History {
+                        x: &x,
+                        y: &y,
+                        cost: &[],
+                        pending: &pending,
+                    },
+                    &config,
+                    &StepContext::default(),
+                    CostSetting::Known(&cost),
+                    5,
+                    None,
+                )
+                .unwrap();
+                for q in pending.chunks(d) {
+                    let dist = ((q[0] - p.x[0]).powi(2) + (q[1] - p.x[1]).powi(2)).sqrt();
+                    assert!(
+                        dist >= PENDING_EXCLUSION_RADIUS * (1.0 - 1e-12),
+                        "{acq:?}: proposed {:?} at distance {dist} of pending {q:?}",
+                        p.x
+                    );
+                }
+                pending.extend_from_slice(&p.x);
+            }
+        }
+    }
+
+    /// When the pending balls cover the whole cube, the step still proposes (without the
+    /// restriction) instead of failing.
+    #[test]
+    fn pending_points_covering_the_cube_do_not_block_a_step() {
+        let d = 1;
+        let config = small_config(AcquisitionName::LogEi);
+        let x = [0.1, 0.4, 0.6, 0.9];
+        let y: Vec<f64> = x.iter().map(|v| -(v - 0.3f64).powi(2)).collect();
+        let pending: Vec<f64> = (0..=10).map(|i| i as f64 / 10.0).collect();
+        let p = propose(
+            d,
+            History {
+                x: &x,
+                y: &y,
+                cost: &[],
+                pending: &pending,
+            },
+            &config,
+            &StepContext::default(),
+            CostSetting::Uniform,
+            1,
+            None,
+        )
+        .unwrap();
+        assert!(p.x[0].is_finite() && (0.0..=1.0).contains(&p.x[0]));
+        assert!(p.acquisition_value.is_finite());
     }
 
     #[test]
