@@ -70,8 +70,8 @@ impl Target {
                     }
                 }
                 let storage = open_storage(url)?;
-                let study =
-                    Study::load(name, storage).map_err(|e| anyhow!("--study {name}: {e}"))?;
+                let study = Study::load_at(name, storage, url)
+                    .map_err(|e| anyhow!("--study {name}: {e}"))?;
                 Ok((study, url.clone()))
             }
             (None, Some(_), None) => bail!("--storage URL needs --study NAME"),

@@ -55,7 +55,7 @@ impl NativeStudy {
     fn load(py: Python<'_>, name: &str, url: &str) -> PyResult<Self> {
         py.detach(|| {
             let storage = open_storage(url)?;
-            let study = Study::load(name, storage).map_err(study_err)?;
+            let study = Study::load_at(name, storage, url).map_err(study_err)?;
             Ok(Self {
                 inner: Mutex::new(study),
             })

@@ -579,3 +579,66 @@ impl StudyStopping {
         Ok(())
     }
 }
+
+/// `url` with any password replaced by `***`: the password of the authority
+/// (`scheme://user:PASSWORD@host/...`) and `password=...` query parameters. Studies store their
+/// configuration in the database (readable by everyone with access to it) with the storage URL
+/// redacted this way; the URL used to connect is never taken from the stored copy.
+pub fn redact_url(url: &str) -> String {
+    let mut out = url.to_string();
+    if let Some(scheme_end) = out.find("://") {
+        let rest = scheme_end + 3;
+        let authority_end = out[rest..]
+            .find(['/', '?', '#'])
+            .map_or(out.len(), |i| rest + i);
+        if let Some(at) = out[rest..authority_end].rfind('@') {
+            let at = rest + at;
+            if let Some(colon) = out[rest..at].find(':') {
+                out.replace_range(rest + colon + 1..at, "***");
+            }
+        }
+    }
+    if let Some(q) = out.find('?') {
+        let (head, query) = out.split_at(q + 1);
+        let query: Vec<String> = query
+            .split('&')
+            .map(|kv| match kv.split_once('=') {
+                Some((k, _)) if k.eq_ignore_ascii_case("password") => format!("{k}=***"),
+                _ => kv.to_string(),
+            })
+            .collect();
+        out = format!("{head}{}", query.join("&"));
+    }
+    out
+}
+
+#[cfg(test)]
+mod redact_tests {
+    use super::redact_url;
+
+    #[test]
+    fn passwords_are_redacted_and_everything_else_kept() {
+        for (url, want) in [
+            ("sqlite:pandora.db", "sqlite:pandora.db"),
+            ("sqlite:///tmp/a:b@c.db", "sqlite:///tmp/a:b@c.db"),
+            (
+                "postgresql://alice:s3cr:et@db.example:5432/opt",
+                "postgresql://alice:***@db.example:5432/opt",
+            ),
+            (
+                "postgres://alice@db.example/opt",
+                "postgres://alice@db.example/opt",
+            ),
+            (
+                "postgresql://db.example/opt?user=alice&password=hunter2&sslmode=require",
+                "postgresql://db.example/opt?user=alice&password=***&sslmode=require",
+            ),
+            (
+                "postgresql://bob:pw@h/d?PASSWORD=x",
+                "postgresql://bob:***@h/d?PASSWORD=***",
+            ),
+        ] {
+            assert_eq!(redact_url(url), want, "{url}");
+        }
+    }
+}

@@ -118,7 +118,10 @@ impl Study {
     /// stored configuration must describe the same search space and direction.
     pub fn open(config: StudyConfig, mut storage: Box<dyn Storage>) -> Result<Self> {
         config.validate()?;
-        let json = serde_json::to_string(&config)?;
+        // The stored copy is readable by everyone with access to the database: no passwords.
+        let mut stored_config = config.clone();
+        stored_config.study.storage = crate::config::redact_url(&config.study.storage);
+        let json = serde_json::to_string(&stored_config)?;
         let stored = storage.open_study(&config.study.name, &json)?;
         let stored: StudyConfig = serde_json::from_str(&stored)?;
         if stored.search_space() != config.search_space()
@@ -142,7 +145,8 @@ impl Study {
     }
 
     /// Opens the existing study `name` in `storage` with its stored configuration (for commands
-    /// given `--storage URL --study NAME` instead of a config file).
+    /// given `--storage URL --study NAME` instead of a config file). The stored storage URL has
+    /// its password redacted ([`crate::config::redact_url`]); connect with the URL you have.
     pub fn load(name: &str, mut storage: Box<dyn Storage>) -> Result<Self> {
         let stored = storage.study_config(name)?.ok_or_else(|| {
             Error::invalid("study", format!("no study named '{name}' in this storage"))
@@ -154,6 +158,15 @@ impl Study {
             config,
             space,
         })
+    }
+
+    /// [`Study::load`] from the storage at `url`, keeping `url` (with its password) as the
+    /// configuration's storage URL instead of the stored, redacted one, so that the configuration
+    /// can be written out and used again.
+    pub fn load_at(name: &str, storage: Box<dyn Storage>, url: &str) -> Result<Self> {
+        let mut study = Self::load(name, storage)?;
+        study.config.study.storage = url.to_string();
+        Ok(study)
     }
 
     /// The configuration.

@@ -897,3 +897,43 @@ fn time_ask_tell_round_trip() {
         last[last.len() / 2],
     );
 }
+
+/// A study stores its configuration in the database for everyone who can read it: the storage
+/// URL's password must not be in it, and loading the study by name still works.
+#[test]
+fn stored_study_configuration_has_no_password() {
+    let Some(db) = TestSchema::new("redact") else {
+        return;
+    };
+    let url = db.url();
+    let password = url
+        .split_once("://")
+        .and_then(|(_, rest)| rest.split_once('@'))
+        .and_then(|(userinfo, _)| userinfo.split_once(':'))
+        .map(|(_, pw)| pw.to_string());
+    let cfg = pandora_study::StudyConfig::from_toml(&format!(
+        "[study]\nname = \"r\"\nstorage = \"{url}\"\n[objective]\nbuiltin = \"ackley\"\ndim = 2\n"
+    ))
+    .unwrap();
+    let study = pandora_study::Study::open(cfg.clone(), Box::new(db.open())).unwrap();
+    assert_eq!(
+        study.config().study.storage,
+        url,
+        "the live config keeps the URL"
+    );
+    drop(study);
+    let stored = db.open().study_config("r").unwrap().unwrap();
+    if let Some(pw) = password.filter(|p| !p.is_empty()) {
+        assert!(!stored.contains(&pw), "the password was stored: {stored}");
+        assert!(stored.contains(":***@"), "{stored}");
+    }
+    // Reopening with the same config (the stored URL differs) and loading by name both work.
+    pandora_study::Study::open(cfg, Box::new(db.open())).unwrap();
+    let loaded = pandora_study::Study::load("r", Box::new(db.open())).unwrap();
+    assert_eq!(
+        loaded.config().study.storage,
+        pandora_study::config::redact_url(&url)
+    );
+    let loaded = pandora_study::Study::load_at("r", Box::new(db.open()), &url).unwrap();
+    assert_eq!(loaded.config().study.storage, url);
+}
