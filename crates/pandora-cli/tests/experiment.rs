@@ -140,6 +140,14 @@ fn smoke_experiment_runs_resumes_and_is_deterministic() {
     let levy = std::fs::read_to_string(summary.join("levy-d2-linear_mean.csv")).unwrap();
     assert_eq!(levy.lines().count(), 1 + 3 * 13);
     assert!(summary.join("final.csv").exists());
+    // Figures: one per problem and an overview, PNG and SVG, naming every policy.
+    for name in ["ackley-d2-uniform", "levy-d2-linear_mean", "all"] {
+        let png = std::fs::read(summary.join(format!("{name}.png"))).unwrap();
+        assert_eq!(&png[..4], b"\x89PNG", "{name}.png");
+        let svg = std::fs::read_to_string(summary.join(format!("{name}.svg"))).unwrap();
+        assert!(svg.contains("<svg"), "{name}.svg");
+        assert!(svg.contains("log_ei"), "{name}.svg names the policies");
+    }
 
     // Resume: delete one trace and cut another short with a torn last line.
     let originals: BTreeMap<String, Vec<Value>> = files

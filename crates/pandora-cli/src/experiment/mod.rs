@@ -5,6 +5,7 @@
 //! [`trace`] (the JSON-lines trace format) and [`summary`] (statistics on a common cost grid).
 
 pub mod config;
+pub mod figures;
 pub mod run;
 pub mod summary;
 pub mod trace;

@@ -366,8 +366,9 @@ pub fn table(all: &[ProblemSummary]) -> String {
     out
 }
 
-/// Reads `dir/experiment.json` and `dir/traces/`, writes `dir/summary/PROBLEM.csv` and
-/// `dir/summary/final.csv`, and returns the printed table.
+/// Reads `dir/experiment.json` and `dir/traces/`, writes `dir/summary/PROBLEM.csv`,
+/// `dir/summary/final.csv` and the figures (`PROBLEM.png|svg`, `all.png|svg`, see
+/// [`super::figures`]), and returns the printed table.
 pub fn write_summary(dir: &Path) -> Result<String> {
     let plan_path = dir.join("experiment.json");
     let text = std::fs::read_to_string(&plan_path).with_context(|| {
@@ -389,6 +390,7 @@ pub fn write_summary(dir: &Path) -> Result<String> {
         std::fs::write(&path, problem_csv(s)).with_context(|| format!("writing {path:?}"))?;
     }
     std::fs::write(sdir.join("final.csv"), final_csv(&all))?;
+    super::figures::write_figures(&sdir, &all)?;
     Ok(table(&all))
 }
 

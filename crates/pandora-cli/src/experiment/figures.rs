@@ -1,0 +1,195 @@
+//! Figures of an experiment, in the papers' style: regret against cumulative cost per policy,
+//! as the median with a band from the first to the third quartile, and as the mean with a band of
+//! ± 2 standard errors (the statistics of [`super::summary`], on its cost grid).
+//!
+//! `summary/PROBLEM.png` and `summary/PROBLEM.svg` hold both panels of one problem;
+//! `summary/all.png` and `summary/all.svg` the median panels of every problem side by side. The
+//! y axis is logarithmic when every plotted value (bands included) is positive, as in the papers;
+//! otherwise (a policy reached regret 0) it is linear.
+
+use super::config::file_component;
+use super::summary::{ProblemSummary, Stats};
+use crate::plot::{Figure, Legend, Panel, Series, render};
+use anyhow::Result;
+use std::path::{Path, PathBuf};
+
+/// Which statistic a panel shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Statistic {
+    /// Median, band q25–q75.
+    Median,
+    /// Mean, band ± 2 s.e.
+    Mean,
+}
+
+impl Statistic {
+    fn line_and_band(self, s: &Stats) -> (f64, f64, f64) {
+        match self {
+            Statistic::Median => (s.median, s.q25, s.q75),
+            Statistic::Mean => (s.mean, s.mean - s.se2, s.mean + s.se2),
+        }
+    }
+
+    fn label(self) -> &'static str {
+        match self {
+            Statistic::Median => "median, quartile band",
+            Statistic::Mean => "mean ± 2 s.e.",
+        }
+    }
+}
+
+fn y_label(s: &ProblemSummary) -> String {
+    if s.empirical_reference {
+        "regret (vs best observed)".into()
+    } else {
+        "simple regret".into()
+    }
+}
+
+fn panel(s: &ProblemSummary, stat: Statistic, title: String) -> Panel {
+    let series: Vec<Series> = s
+        .policies
+        .iter()
+        .enumerate()
+        .map(|(k, p)| {
+            let (mut y, mut lo, mut hi) = (Vec::new(), Vec::new(), Vec::new());
+            for st in &p.stats {
+                let (v, l, h) = stat.line_and_band(st);
+                y.push(v);
+                lo.push(l);
+                hi.push(h);
+            }
+            Series::line(&p.policy, s.grid.clone(), y)
+                .with_band(lo, hi)
+                .with_color(k)
+        })
+        .collect();
+    let log_y = series.iter().all(|se| {
+        let (lo, hi) = se.band.as_ref().expect("every series has a band");
+        se.y.iter()
+            .chain(lo)
+            .chain(hi)
+            .all(|v| v.is_finite() && *v > 0.0)
+    });
+    Panel {
+        title,
+        x_label: "cumulative cost".into(),
+        y_label: y_label(s),
+        log_y,
+        series,
+        legend: Legend::UpperRight,
+    }
+}
+
+/// The figure of one problem: median and mean panels.
+pub fn problem_figure(s: &ProblemSummary) -> Figure {
+    Figure {
+        title: s.problem.clone(),
+        panels: [Statistic::Median, Statistic::Mean]
+            .into_iter()
+            .map(|st| panel(s, st, st.label().into()))
+            .collect(),
+    }
+}
+
+/// The overview: the median panel of every problem.
+pub fn overview_figure(all: &[ProblemSummary]) -> Figure {
+    Figure {
+        title: format!(
+            "regret against cumulative cost ({})",
+            Statistic::Median.label()
+        ),
+        panels: all
+            .iter()
+            .filter(|s| !s.policies.is_empty())
+            .map(|s| panel(s, Statistic::Median, s.problem.clone()))
+            .collect(),
+    }
+}
+
+/// Writes every figure into `sdir` (PNG and SVG) and returns the paths written.
+pub fn write_figures(sdir: &Path, all: &[ProblemSummary]) -> Result<Vec<PathBuf>> {
+    let mut written = Vec::new();
+    for s in all.iter().filter(|s| !s.policies.is_empty()) {
+        let fig = problem_figure(s);
+        for ext in ["png", "svg"] {
+            let path = sdir.join(format!("{}.{ext}", file_component(&s.problem)));
+            render(&fig, &path)?;
+            written.push(path);
+        }
+    }
+    let overview = overview_figure(all);
+    if !overview.panels.is_empty() {
+        for ext in ["png", "svg"] {
+            let path = sdir.join(format!("all.{ext}"));
+            render(&overview, &path)?;
+            written.push(path);
+        }
+    }
+    Ok(written)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::summary::{PolicySummary, stats};
+    use super::*;
+
+    fn summary(values: &[[f64; 4]]) -> ProblemSummary {
+        ProblemSummary {
+            problem: "toy".into(),
+            grid: (0..values.len()).map(|i| i as f64).collect(),
+            empirical_reference: false,
+            policies: vec![PolicySummary {
+                policy: "pbgi".into(),
+                stats: values.iter().map(|v| stats(v)).collect(),
+                mean_evaluations: 4.0,
+                mean_seconds_per_step: 0.01,
+            }],
+            incomplete: 0,
+        }
+    }
+
+    #[test]
+    fn panels_carry_the_summary_statistics_and_choose_the_axis() {
+        let s = summary(&[[4.0, 1.0, 8.0, 2.0], [1.0, 1.0, 1.0, 1.0]]);
+        let fig = problem_figure(&s);
+        assert_eq!(fig.panels.len(), 2);
+        let median = &fig.panels[0].series[0];
+        assert_eq!(median.name, "pbgi");
+        assert_eq!(median.y, vec![3.0, 1.0]);
+        assert_eq!(median.band, Some((vec![1.75, 1.0], vec![5.0, 1.0])));
+        assert!(fig.panels[0].log_y);
+        let mean = &fig.panels[1].series[0];
+        assert_eq!(mean.y, vec![3.75, 1.0]);
+        let se2 = 2.0 * (28.75f64 / 3.0 / 4.0).sqrt();
+        let (lo, hi) = mean.band.clone().unwrap();
+        assert!((lo[0] - (3.75 - se2)).abs() < 1e-12 && (hi[0] - (3.75 + se2)).abs() < 1e-12);
+        assert!(fig.panels[1].log_y);
+        // A mean band reaching below 0 would be cut off on a log axis: the axis is linear.
+        let skewed = summary(&[[0.1, 0.1, 0.1, 20.0], [0.1, 0.1, 0.1, 0.1]]);
+        let fig = problem_figure(&skewed);
+        assert!(fig.panels[0].log_y && !fig.panels[1].log_y);
+        // Zero regret makes the median panel linear too.
+        let zero = summary(&[[1.0, 1.0, 1.0, 1.0], [0.0, 0.0, 0.0, 0.0]]);
+        assert!(!problem_figure(&zero).panels[0].log_y);
+    }
+
+    #[test]
+    fn figures_are_written_as_png_and_svg() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = summary(&[[4.0, 1.0, 8.0, 2.0], [2.0, 1.0, 1.0, 1.0]]);
+        let written = write_figures(dir.path(), &[s]).unwrap();
+        let names: Vec<String> = written
+            .iter()
+            .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, ["toy.png", "toy.svg", "all.png", "all.svg"]);
+        let png = std::fs::read(dir.path().join("toy.png")).unwrap();
+        assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+        let svg = std::fs::read_to_string(dir.path().join("toy.svg")).unwrap();
+        assert!(
+            svg.contains("pbgi") && svg.contains("quartile"),
+            "{svg:.200}"
+        );
+    }
+}
