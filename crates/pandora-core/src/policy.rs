@@ -19,7 +19,7 @@ use crate::acquisition::{
 };
 use crate::error::{Error, Result};
 use crate::gp::fit::FitOptions;
-use crate::gp::{GpModel, GpParams, Posterior, Transforms};
+use crate::gp::{GpModel, GpParams, OutputScale, Posterior, Transforms};
 use crate::optim::multistart::{MultiStartOptions, MultiStartResult, Objective, maximize};
 use crate::optim::sobol::Sobol;
 use rand::{RngExt, SeedableRng};
@@ -183,6 +183,10 @@ pub struct StepConfig {
     /// Seed of the initial design (the k-th observation gets point k of one scrambled Sobol
     /// sequence) and of random search.
     pub design_seed: u64,
+    /// A known input-dependent amplitude of the objective's prior (the PBGI paper's
+    /// variable-amplitude kernel; see [`OutputScale`]). Supported by the acquisitions that read
+    /// the posterior mean and variance; Thompson sampling, KG and B-MS-EI refuse it.
+    pub output_scale: Option<OutputScale>,
 }
 
 impl Default for StepConfig {
@@ -202,6 +206,7 @@ impl Default for StepConfig {
             initial_design: None,
             ts_features: 1024,
             design_seed: 0,
+            output_scale: None,
         }
     }
 }
@@ -385,6 +390,7 @@ pub fn propose(
     let transforms = Transforms {
         normalize_inputs: None,
         standardize_outcomes: config.standardize,
+        output_scale: config.output_scale.clone(),
     };
     let fit_opts = FitOptions {
         seed,
@@ -398,6 +404,21 @@ pub fn propose(
         ));
     }
     let model = fitted.with_fantasies(history.pending)?;
+    if config.output_scale.is_some()
+        && matches!(
+            config.acquisition,
+            AcquisitionName::Ts | AcquisitionName::Kg | AcquisitionName::BMsEi
+        )
+    {
+        return Err(Error::invalid(
+            "output_scale",
+            format!(
+                "{} samples or conditions the stationary GP directly and does not support a \
+                 variable-amplitude model",
+                config.acquisition.as_str()
+            ),
+        ));
+    }
     let best_f = history.y.iter().copied().fold(f64::NEG_INFINITY, f64::max);
     let lambda = ctx.lambda.or(config.params.lambda);
     let ms = &config.multistart;
@@ -576,6 +597,57 @@ mod tests {
             out.push(p);
         }
         out
+    }
+
+    /// With a known amplitude, posterior-based acquisitions use it (the proposal differs from
+    /// the stationary model's), and the acquisitions that sample the stationary GP refuse it.
+    #[test]
+    fn an_output_scale_changes_the_step_and_is_refused_by_path_based_acquisitions() {
+        let d = 2;
+        let x: Vec<f64> = (0..8)
+            .flat_map(|i| {
+                let t = i as f64 / 8.0;
+                [t, (0.37 + 0.61 * t) % 1.0]
+            })
+            .collect();
+        let y: Vec<f64> = x.chunks(2).map(|r| (3.0 * r[0]).sin() + r[1]).collect();
+        let hist = History {
+            x: &x,
+            y: &y,
+            cost: &[],
+            pending: &[],
+        };
+        // A large amplitude near (0.9, 0.9) pulls the step there.
+        let scale = OutputScale::new(|x: &[f64], g: &mut [f64]| {
+            let r2 = (x[0] - 0.9).powi(2) + (x[1] - 0.9).powi(2);
+            let e = 20.0 * (-r2 / 0.02).exp();
+            g[0] = e * (-2.0 * (x[0] - 0.9) / 0.02);
+            g[1] = e * (-2.0 * (x[1] - 0.9) / 0.02);
+            1.0 + e
+        });
+        let ctx = StepContext::default();
+        let plain = small_config(AcquisitionName::LogEi);
+        let scaled = StepConfig {
+            output_scale: Some(scale.clone()),
+            ..plain.clone()
+        };
+        let a = propose(d, hist, &plain, &ctx, CostSetting::Uniform, 1, None).unwrap();
+        let b = propose(d, hist, &scaled, &ctx, CostSetting::Uniform, 1, None).unwrap();
+        let dist = |p: &[f64]| ((p[0] - 0.9).powi(2) + (p[1] - 0.9).powi(2)).sqrt();
+        assert!(dist(&b.x) < 0.15, "{:?}", b.x);
+        assert!(dist(&a.x) > dist(&b.x), "{:?} {:?}", a.x, b.x);
+        for acq in [
+            AcquisitionName::Ts,
+            AcquisitionName::Kg,
+            AcquisitionName::BMsEi,
+        ] {
+            let cfg = StepConfig {
+                output_scale: Some(scale.clone()),
+                ..small_config(acq)
+            };
+            let e = propose(d, hist, &cfg, &ctx, CostSetting::Uniform, 1, None).unwrap_err();
+            assert!(e.to_string().contains("variable-amplitude"), "{e}");
+        }
     }
 
     #[test]
@@ -900,6 +972,7 @@ mod tests {
         let t = Transforms {
             normalize_inputs: None,
             standardize_outcomes: true,
+            output_scale: None,
         };
         let model = GpModel::fit(&x, &y, 2, &t, &fit_opts, None).unwrap();
         let mes = mes_for_step(&model, &x, 2, seed).unwrap();

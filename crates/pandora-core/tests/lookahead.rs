@@ -540,6 +540,7 @@ fn model_1d(x: &[f64], y: &[f64], ls: f64) -> GpModel {
     let t = Transforms {
         normalize_inputs: None,
         standardize_outcomes: true,
+        output_scale: None,
     };
     GpModel::with_params(x, y, 1, &t, params).unwrap()
 }
@@ -849,6 +850,7 @@ fn bmsei_gradient_matches_full_finite_differences() {
     let t = Transforms {
         normalize_inputs: None,
         standardize_outcomes: true,
+        output_scale: None,
     };
     let f = GpModel::with_params(&x, &y, 2, &t, params).unwrap();
     let lc = KnownCost(|x: &[f64], g: &mut [f64]| {

@@ -1061,6 +1061,7 @@ fn estimate_u_undoes_the_model_transforms() {
     let t = Transforms {
         normalize_inputs: Some(Some((vec![-1.0], vec![3.0]))),
         standardize_outcomes: true,
+        output_scale: None,
     };
     let a = GpModel::with_params(&x, &y, 1, &t, params.clone()).unwrap();
     let b = GpModel::with_params(&x, &y10, 1, &t, params).unwrap();
@@ -1093,6 +1094,7 @@ fn estimate_u_undoes_the_model_transforms() {
         &Transforms {
             normalize_inputs: Some(Some((vec![-1.0], vec![3.0]))),
             standardize_outcomes: false,
+            output_scale: None,
         },
         GpParams {
             kernel: Kernel::new(KernelKind::Matern52, vec![0.3], 1.0).unwrap(),

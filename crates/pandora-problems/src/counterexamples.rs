@@ -18,7 +18,7 @@
 //! `[0.45, 0.55]`, which can miss the maximum of `hard_for_ei`, whose amplitude is 0.81 outside
 //! the bump): a grid with spacing ℓ/4, then L-BFGS-B around the 32 best grid points.
 
-use pandora_core::gp::{Kernel, KernelKind, PriorPath};
+use pandora_core::gp::{Kernel, KernelKind, OutputScale, PriorPath};
 use pandora_core::optim::{LbfgsbOptions, minimize};
 use rand::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
@@ -43,6 +43,20 @@ pub enum AmplitudeScaling {
     Sqrt,
     /// `f = a·g` (the reference code's mismatch, for reproduction).
     Linear,
+}
+
+/// `s(x)` and `s'(x)` for the amplitude `a(x) = b(x)(1 − m) + m` (floor `m`) and a scaling.
+fn amplitude_scale(bump: &Bump, m: f64, scaling: AmplitudeScaling, x: f64) -> (f64, f64) {
+    let b = bump.bump(x);
+    let a = b * (1.0 - m) + m;
+    let da = b * (1.0 - m) * (-(x - 0.5) / (bump.sigma * bump.sigma));
+    match scaling {
+        AmplitudeScaling::Sqrt => {
+            let s = a.sqrt();
+            (s, da / (2.0 * s))
+        }
+        AmplitudeScaling::Linear => (a, da),
+    }
 }
 
 /// Lengthscale of the Matérn-5/2 kernel.
@@ -109,17 +123,20 @@ impl Counterexample {
 
     /// The multiplier `s(x)` with `f = s·g`, and `s'(x)`.
     fn scale(&self, x: f64) -> (f64, f64) {
-        let m = self.floor();
-        let b = self.bump.bump(x);
-        let a = b * (1.0 - m) + m;
-        let da = b * (1.0 - m) * (-(x - 0.5) / (self.bump.sigma * self.bump.sigma));
-        match self.scaling {
-            AmplitudeScaling::Sqrt => {
-                let s = a.sqrt();
-                (s, da / (2.0 * s))
-            }
-            AmplitudeScaling::Linear => (a, da),
-        }
+        amplitude_scale(&self.bump, self.floor(), self.scaling, x)
+    }
+
+    /// The known amplitude `s(x)` of the objective (`f = s·g`, `g` stationary) as a model's
+    /// [`OutputScale`]: a GP model with it has exactly the prior the objective was drawn from
+    /// (the paper's variable-amplitude kernel `sqrt(a(x) a(x')) k_M52(x, x')` with the default
+    /// scaling; with `amplitude = "linear"` the model knows the reference's `a(x)` scaling).
+    pub fn output_scale(&self) -> OutputScale {
+        let (bump, floor, scaling) = (self.bump, self.floor(), self.scaling);
+        OutputScale::new(move |x: &[f64], g: &mut [f64]| {
+            let (s, ds) = amplitude_scale(&bump, floor, scaling, x[0]);
+            g[0] = ds;
+            s
+        })
     }
 
     /// The objective `f(x) = s(x)·g(x)`.
@@ -211,6 +228,32 @@ mod tests {
         assert!((b.amplitude(0.9) - 0.81).abs() < 1e-15);
         use crate::costs::CostFn;
         assert!((a.cost().cost(&[0.5]) - 10.0).abs() < 1e-12);
+    }
+
+    /// The model's output scale is `sqrt(prior variance)` (both scalings), with the derivative.
+    #[test]
+    fn output_scale_is_the_prior_standard_deviation_with_its_derivative() {
+        for scaling in [AmplitudeScaling::Sqrt, AmplitudeScaling::Linear] {
+            for variant in [Variant::HardForEipc, Variant::HardForEi] {
+                let c = Counterexample::new(variant, scaling, 16, 1).unwrap();
+                let sc = c.output_scale();
+                for x in [0.0, 0.4995, 0.4999, 0.5, 0.50013, 0.7] {
+                    let mut g = [0.0];
+                    let s = sc.eval(&[x], &mut g).unwrap();
+                    assert!((s * s - c.prior_variance(x)).abs() < 1e-14, "{x}");
+                    let h = 1e-9;
+                    let mut gg = [0.0];
+                    let fd = (sc.eval(&[x + h], &mut gg).unwrap()
+                        - sc.eval(&[x - h], &mut gg).unwrap())
+                        / (2.0 * h);
+                    assert!(
+                        (fd - g[0]).abs() < 1e-4 * (1.0 + fd.abs()),
+                        "{x}: {fd} vs {}",
+                        g[0]
+                    );
+                }
+            }
+        }
     }
 
     /// The fix: the objective's variance over seeds is `a(x)`, the kernel's variance (the

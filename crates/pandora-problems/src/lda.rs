@@ -96,6 +96,7 @@ fn model(
         &Transforms {
             normalize_inputs: None,
             standardize_outcomes: true,
+            output_scale: None,
         },
         GpParams {
             kernel,
@@ -163,6 +164,7 @@ impl Lda {
         let t = Transforms {
             normalize_inputs: None,
             standardize_outcomes: true,
+            output_scale: None,
         };
         let err = |e: pandora_core::Error| ProblemError(format!("lda surrogate fit: {e}"));
         let objective = GpModel::fit(&x, &y, 3, &t, &opts, None).map_err(err)?;

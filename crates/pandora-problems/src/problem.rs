@@ -15,7 +15,7 @@ use crate::lda::Lda;
 use crate::pest::PestControl;
 use crate::robot::{RobotCost, RobotPush};
 use crate::synthetic::Function;
-use pandora_core::gp::KernelKind;
+use pandora_core::gp::{KernelKind, OutputScale};
 use std::sync::Arc;
 
 /// A benchmark objective with its evaluation cost, on `[0,1]^d`, maximized.
@@ -70,6 +70,13 @@ pub trait Problem: Send + Sync {
     /// original function's units, as the PBGI paper does.
     fn regret_scale(&self) -> f64 {
         1.0
+    }
+
+    /// The objective's known prior amplitude `s(x)` (`f = s·g` with `g` a stationary GP sample),
+    /// for models that should use the variable-amplitude kernel: the 1-D counterexamples. `None`
+    /// for every other problem.
+    fn output_scale(&self) -> Option<OutputScale> {
+        None
     }
 }
 
@@ -275,6 +282,12 @@ impl Problem for Built {
             Objective::Synthetic(Function::Levy) => 100.0,
             Objective::Synthetic(Function::Rosenbrock) => 1e5,
             _ => 1.0,
+        }
+    }
+    fn output_scale(&self) -> Option<OutputScale> {
+        match &self.objective {
+            Objective::Counterexample(c) => Some(c.output_scale()),
+            _ => None,
         }
     }
 }

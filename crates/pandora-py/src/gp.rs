@@ -135,6 +135,7 @@ impl NativeGp {
             let t = Transforms {
                 normalize_inputs: None,
                 standardize_outcomes: standardize,
+                output_scale: None,
             };
             let model = GpModel::fit(&u, ys, d, &t, &opts, None).map_err(core_err)?;
             Ok(Self {

@@ -89,6 +89,9 @@ pub struct ModelConfig {
     pub noise: Option<f64>,
     /// Standardize objective values before fitting (default true; false for Bayesian regret).
     pub standardize: Option<bool>,
+    /// Use the problem's known prior amplitude `s(x)` in the kernel, `s(x) s(x') k(x, x')` (the
+    /// PBGI paper's variable-amplitude kernel of the 1-D counterexamples; default false).
+    pub amplitude: Option<bool>,
 }
 
 /// One `[[problem]]` table.

@@ -213,7 +213,15 @@ pub fn run_one(plan: &Plan, r: &RunSpec, dir: &Path, instances: &Instances) -> R
     trace::write_atomic(&path, &lines)?;
     let mut out = Appender::open(&path)?;
 
-    let step_config = plan.step_config(r)?;
+    let mut step_config = plan.step_config(r)?;
+    if plan.problems[r.problem].config.model.amplitude == Some(true) {
+        step_config.output_scale = Some(problem.output_scale().ok_or_else(|| {
+            anyhow!(
+                "model.amplitude: problem '{}' has no known amplitude (only the counterexamples do)",
+                problem.name()
+            )
+        })?);
+    }
     let pol = &plan.policies[r.policy].config;
     let acquisition = step_config.acquisition;
     let decay = if acquisition == AcquisitionName::PbgiD {

@@ -148,6 +148,7 @@ pub fn fit_log_cost_model(
     let t = Transforms {
         normalize_inputs: None,
         standardize_outcomes: true,
+        output_scale: None,
     };
     GpModel::fit(x, &logc, d, &t, opts, None)
 }

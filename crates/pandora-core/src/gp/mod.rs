@@ -11,7 +11,7 @@ pub mod transform;
 pub use kernel::{Kernel, KernelKind};
 pub use model::{ExactGp, GpParams, PosteriorBatch};
 pub use paths::{PosteriorPath, PriorPath};
-pub use transform::{GpModel, Transforms};
+pub use transform::{GpModel, OutputScale, Transforms};
 
 use crate::error::Result;
 

@@ -5,11 +5,59 @@
 //! fits and conditions the GP in `(u, z)` space, and reports the posterior back in raw units:
 //! `μ_y = m_y + s_y μ_z`, `σ_y = s_y σ_z`, `∂/∂x_k = (∂/∂u_k) / (upper_k − lower_k)`. A fixed noise
 //! variance applies in the model's internal (standardized) space, as in the papers.
+//!
+//! An optional known [`OutputScale`] `s(x) > 0` makes the prior non-stationary with an
+//! input-dependent amplitude: the model is `f(x) = m_y + s_y·s(x)·g(x)` with `g` the stationary GP,
+//! i.e. the kernel `s_y² s(x) s(x') k(x, x')` (the PBGI paper's variable-amplitude kernel with
+//! `s = sqrt(a)`). Targets are divided by `s(x_i)` before the fit, and the posterior is scaled back:
+//! `μ = m_y + s_y s μ_g`, `σ² = s_y² s² σ_g²`, with the product rule for the gradients. The fixed
+//! noise variance applies to `g`, so the noise on `f` is `s_y² s(x)² σ_n²` (it only matters as
+//! jitter for the noiseless problems that use it).
 
 use crate::error::{Error, Result};
 use crate::gp::Posterior;
 use crate::gp::fit::{FitOptions, FitResult, fit};
 use crate::gp::model::{ExactGp, GpParams, PosteriorBatch};
+use std::sync::Arc;
+
+/// The function behind an [`OutputScale`]: returns `s(x)` and writes `∂s/∂x` into the slice.
+pub type OutputScaleFn = dyn Fn(&[f64], &mut [f64]) -> f64 + Send + Sync;
+
+/// A known, positive, differentiable amplitude `s(x)` multiplying the GP (see the module docs).
+/// `x` is in the model's raw input units. Two scales compare equal when they share one function.
+#[derive(Clone)]
+pub struct OutputScale(Arc<OutputScaleFn>);
+
+impl OutputScale {
+    /// Wraps `f(x, grad) -> s(x)` (writing `∂s/∂x` into `grad`, length `d`).
+    pub fn new(f: impl Fn(&[f64], &mut [f64]) -> f64 + Send + Sync + 'static) -> Self {
+        Self(Arc::new(f))
+    }
+
+    /// `s(x)` and `∂s/∂x` (into `grad`). Errors if `s(x)` is not finite and positive.
+    pub fn eval(&self, x: &[f64], grad: &mut [f64]) -> Result<f64> {
+        let s = (self.0)(x, grad);
+        if !(s.is_finite() && s > 0.0) || grad.iter().any(|g| !g.is_finite()) {
+            return Err(Error::invalid(
+                "output_scale",
+                format!("s(x) must be finite and > 0 with a finite gradient, got {s} at {x:?}"),
+            ));
+        }
+        Ok(s)
+    }
+}
+
+impl std::fmt::Debug for OutputScale {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("OutputScale(..)")
+    }
+}
+
+impl PartialEq for OutputScale {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
 
 /// Which transforms [`GpModel`] applies.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -19,6 +67,8 @@ pub struct Transforms {
     pub normalize_inputs: Option<Option<(Vec<f64>, Vec<f64>)>>,
     /// Standardize the targets.
     pub standardize_outcomes: bool,
+    /// A known input-dependent amplitude of the prior (none: the stationary kernel).
+    pub output_scale: Option<OutputScale>,
 }
 
 /// A fitted GP with input and outcome transforms; the posterior is in raw units.
@@ -29,6 +79,7 @@ pub struct GpModel {
     range: Vec<f64>,
     y_mean: f64,
     y_std: f64,
+    scale: Option<OutputScale>,
     fit: Option<FitSummary>,
 }
 
@@ -56,7 +107,7 @@ impl GpModel {
     ) -> Result<Self> {
         let (lower, range, y_mean, y_std) = Self::transform_params(x, y, d, transforms)?;
         let u = Self::apply_inputs(x, &lower, &range);
-        let z: Vec<f64> = y.iter().map(|v| (v - y_mean) / y_std).collect();
+        let z = Self::internal_targets(x, y, d, y_mean, y_std, transforms)?;
         let FitResult {
             gp,
             log_marginal_likelihood,
@@ -70,6 +121,7 @@ impl GpModel {
             range,
             y_mean,
             y_std,
+            scale: transforms.output_scale.clone(),
             fit: Some(FitSummary {
                 log_marginal_likelihood,
                 log_posterior,
@@ -88,13 +140,14 @@ impl GpModel {
     ) -> Result<Self> {
         let (lower, range, y_mean, y_std) = Self::transform_params(x, y, d, transforms)?;
         let u = Self::apply_inputs(x, &lower, &range);
-        let z: Vec<f64> = y.iter().map(|v| (v - y_mean) / y_std).collect();
+        let z = Self::internal_targets(x, y, d, y_mean, y_std, transforms)?;
         Ok(Self {
             gp: ExactGp::new(u, z, params)?,
             lower,
             range,
             y_mean,
             y_std,
+            scale: transforms.output_scale.clone(),
             fit: None,
         })
     }
@@ -172,6 +225,28 @@ impl GpModel {
         Ok((lower, range, y_mean, y_std))
     }
 
+    /// `z_i = (y_i − m_y) / (s_y s(x_i))` (`s ≡ 1` without an output scale).
+    fn internal_targets(
+        x: &[f64],
+        y: &[f64],
+        d: usize,
+        y_mean: f64,
+        y_std: f64,
+        t: &Transforms,
+    ) -> Result<Vec<f64>> {
+        let mut grad = vec![0.0; d];
+        y.iter()
+            .zip(x.chunks_exact(d))
+            .map(|(v, xi)| {
+                let s = match &t.output_scale {
+                    Some(sc) => sc.eval(xi, &mut grad)?,
+                    None => 1.0,
+                };
+                Ok((v - y_mean) / (y_std * s))
+            })
+            .collect()
+    }
+
     fn apply_inputs(x: &[f64], lower: &[f64], range: &[f64]) -> Vec<f64> {
         let d = lower.len();
         let mut u = x.to_vec();
@@ -183,7 +258,14 @@ impl GpModel {
         u
     }
 
-    /// The GP in internal (transformed) coordinates.
+    /// The known amplitude of the prior, if any.
+    pub fn output_scale(&self) -> Option<&OutputScale> {
+        self.scale.as_ref()
+    }
+
+    /// The GP in internal (transformed) coordinates: of `g`, the targets divided by the output
+    /// scale, when there is one (callers that sample or condition it directly must check
+    /// [`GpModel::output_scale`]).
     pub fn inner(&self) -> &ExactGp {
         &self.gp
     }
@@ -227,17 +309,36 @@ impl GpModel {
         let u = Self::apply_inputs(xs, &self.lower, &self.range);
         let mut p = self.gp.posterior(&u, grad)?;
         let s = self.y_std;
-        for m in &mut p.mean {
-            *m = self.y_mean + s * *m;
-        }
-        for v in &mut p.var {
-            *v *= s * s;
-        }
         for (i, g) in p.mean_grad.iter_mut().enumerate() {
             *g *= s / self.range[i % d];
         }
         for (i, g) in p.var_grad.iter_mut().enumerate() {
             *g *= s * s / self.range[i % d];
+        }
+        if let Some(sc) = &self.scale {
+            // μ = m + s_y a μ_g, σ² = s_y² a² σ_g²: product rule with ∂a/∂x.
+            let mut da = vec![0.0; d];
+            for j in 0..p.mean.len() {
+                let a = sc.eval(&xs[j * d..(j + 1) * d], &mut da)?;
+                let (mz, vz) = (p.mean[j], p.var[j]);
+                if grad {
+                    let rows = (j * d)..((j + 1) * d);
+                    let gms = &mut p.mean_grad[rows.clone()];
+                    let gvs = &mut p.var_grad[rows];
+                    for ((gm, gv), dak) in gms.iter_mut().zip(gvs.iter_mut()).zip(&da) {
+                        *gm = a * *gm + s * mz * dak;
+                        *gv = a * a * *gv + 2.0 * a * dak * s * s * vz;
+                    }
+                }
+                p.mean[j] = mz * a;
+                p.var[j] = vz * a * a;
+            }
+        }
+        for m in &mut p.mean {
+            *m = self.y_mean + s * *m;
+        }
+        for v in &mut p.var {
+            *v *= s * s;
         }
         Ok(p)
     }
@@ -264,7 +365,17 @@ impl GpModel {
     pub fn predict(&self, xs: &[f64]) -> Result<(Vec<f64>, Vec<f64>)> {
         let p = self.posterior(xs, false)?;
         let noise = self.gp.params().noise * self.y_std * self.y_std;
-        Ok((p.mean, p.var.into_iter().map(|v| v + noise).collect()))
+        let d = self.lower.len();
+        let mut grad = vec![0.0; d];
+        let mut var = p.var;
+        for (j, v) in var.iter_mut().enumerate() {
+            let a = match &self.scale {
+                Some(sc) => sc.eval(&xs[j * d..(j + 1) * d], &mut grad)?,
+                None => 1.0,
+            };
+            *v += noise * a * a;
+        }
+        Ok((p.mean, var))
     }
 }
 
@@ -293,6 +404,7 @@ mod tests {
         let t = Transforms {
             normalize_inputs: None,
             standardize_outcomes: true,
+            ..Transforms::default()
         };
         let m = GpModel::with_params(&x, &y, 1, &t, params).unwrap();
         let f = m.with_fantasies(&[0.7]).unwrap();
@@ -316,6 +428,7 @@ mod tests {
         let t = Transforms {
             normalize_inputs: Some(Some((vec![0.0, 0.0], vec![5.0, 50.0]))),
             standardize_outcomes: true,
+            ..Transforms::default()
         };
         let model = GpModel::with_params(&x, &y, d, &t, params.clone()).unwrap();
         let (m, s) = model.outcome_scale();
@@ -345,5 +458,145 @@ mod tests {
             let fdv = (fp.var[0] - fm.var[0]) / (2.0 * h);
             assert!((fdv - a.var_grad[k]).abs() < 1e-6 * (1.0 + fdv.abs()));
         }
+    }
+
+    /// Solves `A x = b` (small dense, partial pivoting) for the brute-force reference below.
+    fn solve(mut a: Vec<Vec<f64>>, mut b: Vec<f64>) -> Vec<f64> {
+        let n = b.len();
+        for c in 0..n {
+            let p = (c..n)
+                .max_by(|&i, &j| a[i][c].abs().total_cmp(&a[j][c].abs()))
+                .unwrap();
+            a.swap(c, p);
+            b.swap(c, p);
+            for r in c + 1..n {
+                let f = a[r][c] / a[c][c];
+                let pivot_row = a[c].clone();
+                for (ark, ack) in a[r][c..].iter_mut().zip(&pivot_row[c..]) {
+                    *ark -= f * ack;
+                }
+                b[r] -= f * b[c];
+            }
+        }
+        let mut x = vec![0.0; n];
+        for r in (0..n).rev() {
+            let s: f64 = (r + 1..n).map(|k| a[r][k] * x[k]).sum();
+            x[r] = (b[r] - s) / a[r][r];
+        }
+        x
+    }
+
+    /// The output-scaled model is the GP with kernel `s_y² s(x) s(x') k(x, x')` and noise
+    /// `s_y² s(x)² σ_n²`, computed here by brute force; its gradients match finite differences.
+    #[test]
+    fn output_scaled_posterior_equals_the_nonstationary_kernel() {
+        let d = 2;
+        let amp =
+            |x: &[f64]| (1.0 + 3.0 * (-(x[0] - 0.4).powi(2) / 0.02).exp()) * (1.0 + 0.5 * x[1]);
+        let scale = OutputScale::new(move |x: &[f64], g: &mut [f64]| {
+            let e = (-(x[0] - 0.4).powi(2) / 0.02).exp();
+            let a0 = 1.0 + 3.0 * e;
+            let a1 = 1.0 + 0.5 * x[1];
+            g[0] = 3.0 * e * (-2.0 * (x[0] - 0.4) / 0.02) * a1;
+            g[1] = a0 * 0.5;
+            a0 * a1
+        });
+        let x = vec![0.1, 0.2, 0.45, 0.7, 0.8, 0.1, 0.3, 0.9, 0.6, 0.5];
+        let y = vec![0.3, 2.0, -0.4, 0.9, 1.5];
+        let n = y.len();
+        let kernel = Kernel::new(KernelKind::Matern52, vec![0.3, 0.5], 0.8).unwrap();
+        let params = GpParams {
+            kernel: kernel.clone(),
+            mean: 0.2,
+            noise: 1e-3,
+        };
+        for standardize in [false, true] {
+            let t = Transforms {
+                normalize_inputs: None,
+                standardize_outcomes: standardize,
+                output_scale: Some(scale.clone()),
+            };
+            let model = GpModel::with_params(&x, &y, d, &t, params.clone()).unwrap();
+            let (ym, ys) = model.outcome_scale();
+            // Brute force in raw units: prior mean m_y + s_y s(x) c, kernel and noise as above.
+            let xi = |i: usize| &x[i * d..(i + 1) * d];
+            let kf = |a: &[f64], b: &[f64]| ys * ys * amp(a) * amp(b) * kernel.eval(a, b);
+            let kmat: Vec<Vec<f64>> = (0..n)
+                .map(|i| {
+                    (0..n)
+                        .map(|j| {
+                            let noise = if i == j {
+                                ys * ys * amp(xi(i)).powi(2) * params.noise
+                            } else {
+                                0.0
+                            };
+                            kf(xi(i), xi(j)) + noise
+                        })
+                        .collect()
+                })
+                .collect();
+            let r: Vec<f64> = (0..n)
+                .map(|i| y[i] - ym - ys * amp(xi(i)) * params.mean)
+                .collect();
+            let alpha = solve(kmat.clone(), r);
+            for q in [[0.42, 0.3], [0.05, 0.95], [0.6, 0.55]] {
+                let kq: Vec<f64> = (0..n).map(|i| kf(&q, xi(i))).collect();
+                let mean = ym
+                    + ys * amp(&q) * params.mean
+                    + kq.iter().zip(&alpha).map(|(a, b)| a * b).sum::<f64>();
+                let w = solve(kmat.clone(), kq.clone());
+                let var = kf(&q, &q) - kq.iter().zip(&w).map(|(a, b)| a * b).sum::<f64>();
+                let p = model.posterior(&q, true).unwrap();
+                assert!(
+                    (p.mean[0] - mean).abs() < 1e-9 * (1.0 + mean.abs()),
+                    "{} {mean}",
+                    p.mean[0]
+                );
+                assert!(
+                    (p.var[0] - var).abs() < 1e-9 * (1.0 + var),
+                    "{} {var}",
+                    p.var[0]
+                );
+                for k in 0..d {
+                    let h = 1e-6;
+                    let (mut qp, mut qm) = (q, q);
+                    qp[k] += h;
+                    qm[k] -= h;
+                    let fp = model.posterior(&qp, false).unwrap();
+                    let fm = model.posterior(&qm, false).unwrap();
+                    let fd = (fp.mean[0] - fm.mean[0]) / (2.0 * h);
+                    assert!(
+                        (fd - p.mean_grad[k]).abs() < 1e-5 * (1.0 + fd.abs()),
+                        "{fd} {}",
+                        p.mean_grad[k]
+                    );
+                    let fdv = (fp.var[0] - fm.var[0]) / (2.0 * h);
+                    assert!(
+                        (fdv - p.var_grad[k]).abs() < 1e-5 * (1.0 + fdv.abs()),
+                        "{fdv} {}",
+                        p.var_grad[k]
+                    );
+                }
+                // The predictive variance adds the scaled noise.
+                let (_, pv) = model.predict(&q).unwrap();
+                let noise = ys * ys * amp(&q).powi(2) * params.noise;
+                assert!((pv[0] - (var + noise)).abs() < 1e-9 * (1.0 + var));
+            }
+        }
+    }
+
+    #[test]
+    fn a_non_positive_output_scale_is_an_error() {
+        let t = Transforms {
+            output_scale: Some(OutputScale::new(|x: &[f64], _g: &mut [f64]| x[0] - 0.5)),
+            ..Transforms::default()
+        };
+        let params = GpParams {
+            kernel: Kernel::new(KernelKind::Matern52, vec![0.3], 1.0).unwrap(),
+            mean: 0.0,
+            noise: 1e-4,
+        };
+        let e = GpModel::with_params(&[0.2], &[1.0], 1, &t, params).unwrap_err();
+        assert!(e.to_string().contains("output_scale"), "{e}");
     }
 }

@@ -40,6 +40,7 @@ pub fn models_from_proposal(
     let t = Transforms {
         normalize_inputs: None,
         standardize_outcomes: config.standardize,
+        output_scale: config.output_scale.clone(),
     };
     let model = GpModel::with_params(history.x, history.y, d, &t, params.clone())?;
     let cost_model = match &proposal.cost_params {
@@ -61,6 +62,7 @@ pub fn models_from_proposal(
             let tc = Transforms {
                 normalize_inputs: None,
                 standardize_outcomes: true,
+                output_scale: None,
             };
             Some(GpModel::with_params(history.x, &logc, d, &tc, cp.clone())?)
         }
