@@ -86,6 +86,39 @@ pub struct Summary {
     pub stop_reason: Option<String>,
 }
 
+impl Summary {
+    /// The summary as JSON, as `pandora status` prints it and the Python package reads it:
+    /// `running`, `complete`, `failed`, `abandoned`, `total_cost`, `budget_spent`, `lambda`,
+    /// `best` (`{number, objective, params}` or null), `stopping` (`{rule, lambda, statistic,
+    /// value, threshold, iteration, fired}` or null; a value not available yet is null) and
+    /// `stop_reason` (the stopping rule's reason, or null).
+    pub fn to_json(&self) -> serde_json::Value {
+        let finite = |v: f64| v.is_finite().then_some(v);
+        json!({
+            "running": self.counts[0],
+            "complete": self.counts[1],
+            "failed": self.counts[2],
+            "abandoned": self.counts[3],
+            "total_cost": self.total_cost,
+            "budget_spent": self.budget_spent,
+            "lambda": self.lambda,
+            "best": self.best.as_ref().map(|b| json!({
+                "number": b.number, "objective": b.objective, "params": b.params,
+            })),
+            "stopping": self.stopping.as_ref().map(|st| json!({
+                "rule": st.rule,
+                "lambda": st.lambda,
+                "statistic": st.statistic,
+                "value": finite(st.value),
+                "threshold": finite(st.threshold),
+                "iteration": st.iteration,
+                "fired": st.fired,
+            })),
+            "stop_reason": self.stop_reason,
+        })
+    }
+}
+
 /// The last check of a study's stopping rule, for status displays.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StoppingStatus {
