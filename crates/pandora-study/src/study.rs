@@ -13,6 +13,7 @@ use crate::space::SearchSpace;
 use crate::storage::Storage;
 use crate::trial::{NewTrial, Outcome, Trial, TrialState};
 use pandora_core::acquisition::{AcquisitionName, AcquisitionParams, LinearMeanCost};
+use pandora_core::gp::fit::{FitOptions, NoiseSpec};
 use pandora_core::gp::{GpParams, Kernel, KernelKind};
 use pandora_core::policy::{
     CostSetting, History, Phase, Proposal, StepConfig, StepContext, design_point, propose,
@@ -220,7 +221,22 @@ impl Study {
     fn step_config(&self) -> Result<StepConfig> {
         let p = &self.config.policy;
         let acquisition = AcquisitionName::parse(&p.acquisition)?;
+        // Measured and reported costs are noisy (the same configuration takes a different time
+        // on every run): the log-cost GP learns its noise variance (never below the papers'
+        // fixed 1e-4). With the noise fixed at 1e-4, repeated nearby points with different costs
+        // collapse the fit to white noise (lengthscales at their lower bound, a huge outputscale)
+        // whose E[c] = exp(m + v/2) away from the data is astronomically large or tiny, which
+        // stopped studies with most of their budget left ("budget exhausted": predicted cost
+        // larger than the remaining budget).
+        let cost_fit = match self.config.cost.kind {
+            CostKind::Runtime | CostKind::Reported => FitOptions {
+                noise: NoiseSpec::Learned { floor: 1e-4 },
+                ..FitOptions::default()
+            },
+            CostKind::Uniform | CostKind::Known => FitOptions::default(),
+        };
         Ok(StepConfig {
+            cost_fit,
             acquisition,
             params: AcquisitionParams {
                 lambda: p.lambda,
