@@ -187,7 +187,7 @@ def test_pandora_run_refuses_a_python_driven_study(tmp_path, pandora_bin):
                              max_trials=3)
     assert s.config["objective"]["kind"] == "external"
     cfg = s.write_config(tmp_path / "r.toml")
-    assert 'kind = "external"' in open(cfg).read()
+    assert 'kind = "external"' in (tmp_path / "r.toml").read_text()
     for args in ([cfg], ["--storage", f"sqlite:{tmp_path}/r.db", "--study", "it's"]):
         out = subprocess.run([pandora_bin, "run", *args, "--quiet"], capture_output=True,
                              text=True, timeout=120)

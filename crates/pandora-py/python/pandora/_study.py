@@ -178,7 +178,7 @@ class Study:
         predicted_cost_must_fit: bool = True,
         command: Optional[Sequence[str]] = None,
     ) -> "Study":
-        """Creates the study ``name`` in ``storage`` (or opens it if it exists with the same space
+        r"""Creates the study ``name`` in ``storage`` (or opens it if it exists with the same space
         and direction; otherwise ``ValueError``).
 
         Args:
