@@ -13,14 +13,16 @@ export PATH="$work/venv/bin:$PATH"   # maturin on PATH for the PEP 517 build
 "$py" -m pip install --quiet --disable-pip-version-check "maturin>=1.9,<2" pytest numpy pandas
 # The CLI for the cross-checks (already built by `cargo test --workspace`, so this is quick).
 cargo build --quiet -p pandora-cli
-# Build the abi3 wheel with maturin and install it, as a user would (`pip install
-# ./crates/pandora-py`). Users get the release profile; CI builds in cargo's `dev` profile
+# Build the abi3 wheel with maturin and install it, as a user would: `pip install .` from the
+# repository root, whose pyproject.toml points maturin at crates/pandora-py (test_packaging.py
+# checks that it agrees with crates/pandora-py/pyproject.toml, so `pip install ./crates/pandora-py`
+# builds the same package). Users get the release profile; CI builds in cargo's `dev` profile
 # (dependencies at opt-level 3, as configured in the root Cargo.toml) so that the artifacts of
 # the CLI build above are reused instead of compiling every dependency again in release mode
 # (`--profile test` cannot be used: cargo would build the library as a test harness), and
 # against the base interpreter so that pyo3 is not rebuilt for every fresh venv.
 MATURIN_PEP517_ARGS="--profile dev" MATURIN_PEP517_USE_BASE_PYTHON=1 \
-    "$py" -m pip install --quiet --disable-pip-version-check --no-build-isolation ./crates/pandora-py
+    "$py" -m pip install --quiet --disable-pip-version-check --no-build-isolation .
 rc=0
 # Run from outside the source tree so that `import pandora` gets the installed wheel.
 (cd "$work" && PANDORA_BIN="${CARGO_TARGET_DIR:-$root/target}/debug/pandora" PANDORA_REQUIRE_CLI=1 \

@@ -7,7 +7,7 @@ use crate::plot;
 use crate::progress::Progress;
 use anyhow::{Context, Result, anyhow, bail};
 use pandora_problems::Builtin;
-use pandora_study::config::CostKind;
+use pandora_study::config::{CostKind, ObjectiveKind};
 use pandora_study::storage::Storage;
 use pandora_study::{Ask, Outcome, Study, StudyConfig, Trial, TrialState};
 use serde_json::json;
@@ -227,9 +227,11 @@ fn evaluate(study: &Study, trial: &Trial) -> Evaluation {
         let start = Instant::now();
         let v = Builtin::parse(b).expect("validated builtin").eval(&trial.x);
         (Ok((v, None)), start.elapsed().as_secs_f64())
-    } else {
-        let cmd = cfg.objective.command.as_ref().expect("validated command");
+    } else if let Some(cmd) = cfg.objective.command.as_ref() {
         run_command(cmd, &trial.params, cfg.objective.timeout_s)
+    } else {
+        // `run` refuses external objectives before any trial is handed out.
+        (Err(EXTERNAL_RUN.to_string()), 0.0)
     };
     let cost_of = |reported: Option<f64>| -> std::result::Result<f64, String> {
         match cfg.cost.kind {
@@ -324,7 +326,16 @@ pub struct RunOptions {
     pub abandon_after_s: f64,
 }
 
+/// Why `pandora run` cannot evaluate a study with an external objective.
+const EXTERNAL_RUN: &str = "has an external objective ([objective] kind = \"external\", e.g. \
+     created from Python with pandora.Study): its trials are evaluated outside Pandora. Use \
+     `pandora ask` and `pandora tell` (or Python), or give the configuration an [objective] \
+     command for `pandora run`";
+
 /// `pandora run CONFIG [--workers K] [--quiet] [--abandon-after S]`.
+///
+/// Refuses (an error, exit code 2) a study whose objective is external
+/// (`[objective] kind = "external"`), before changing anything.
 pub fn run(target: &Target, opts: &RunOptions) -> Result<()> {
     let workers = opts.workers.max(1);
     let stale = opts.abandon_after_s;
@@ -334,6 +345,12 @@ pub fn run(target: &Target, opts: &RunOptions) -> Result<()> {
     let (progress, every) = {
         // Trials of workers that vanished (killed, machine lost) are marked abandoned, not lost.
         let (mut study, _) = target.open()?;
+        if study.config().objective_kind() == ObjectiveKind::External {
+            bail!(
+                "pandora run: study '{}' {EXTERNAL_RUN}",
+                study.config().study.name
+            );
+        }
         let gone = study.abandon_stale(stale).map_err(|e| anyhow!("{e}"))?;
         let budget = study.config().budget.clone();
         let progress = Progress::new(opts.quiet, budget.max_trials, budget.total);
@@ -392,18 +409,7 @@ fn trial_json(t: &Trial) -> serde_json::Value {
 }
 
 fn summary_json(s: &pandora_study::Summary) -> serde_json::Value {
-    let finite = |v: f64| v.is_finite().then_some(v);
-    json!({
-        "running": s.counts[0], "complete": s.counts[1], "failed": s.counts[2], "abandoned": s.counts[3],
-        "total_cost": s.total_cost, "budget_spent": s.budget_spent, "lambda": s.lambda,
-        "best": s.best.as_ref().map(|b| json!({"number": b.number, "objective": b.objective, "params": b.params})),
-        "stopping": s.stopping.as_ref().map(|st| json!({
-            "rule": st.rule, "lambda": st.lambda, "statistic": st.statistic,
-            "value": finite(st.value), "threshold": st.threshold,
-            "iteration": st.iteration, "fired": st.fired,
-        })),
-        "stop_reason": s.stop_reason,
-    })
+    s.to_json()
 }
 
 /// A human-readable summary (`pandora status --format text`).

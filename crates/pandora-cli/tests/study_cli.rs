@@ -323,3 +323,114 @@ fn status_shows_the_stopping_statistic_and_the_reason() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("--format"), "{err}");
 }
+
+const EXTERNAL: &str = r#"
+[study]
+name = "ext"
+storage = "sqlite:ext.db"
+direction = "minimize"
+[objective]
+kind = "external"
+[[space]]
+name = "lr"
+type = "float"
+low = 0.001
+high = 0.1
+log = true
+[[space]]
+name = "opt"
+type = "categorical"
+choices = ["adam", "sgd"]
+[budget]
+max_trials = 5
+[policy]
+initial_design = 3
+"#;
+
+/// A study whose trials are evaluated outside Pandora (as the Python package creates them):
+/// `ask`, `tell`, `status`, `best`, `export` and `plot` work; `pandora run` refuses with exit
+/// code 2 and a message that says what to do, without handing out a trial.
+#[test]
+fn external_objectives_work_with_ask_and_tell_and_run_refuses_them() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("e.toml"), EXTERNAL).unwrap();
+    let (code, _, err) = pandora(dir.path(), &["run", "e.toml", "--quiet"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("external objective") && err.contains("pandora ask"),
+        "{err}"
+    );
+    let (code, st, err) = pandora(dir.path(), &["status", "e.toml"]);
+    assert_eq!(code, 0, "{err}");
+    let st: Value = serde_json::from_str(&st).unwrap();
+    assert_eq!(
+        st["running"].as_u64(),
+        Some(0),
+        "run created no trial: {st}"
+    );
+    // Five trials by ask/tell, objective (lr - 0.01)^2 computed here.
+    let mut told = Vec::new();
+    for k in 0..5u64 {
+        let (code, out, err) = pandora(dir.path(), &["ask", "e.toml"]);
+        assert_eq!(code, 0, "{err}");
+        let t: Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(t["number"].as_u64(), Some(k), "{out}");
+        let lr = t["params"]["lr"].as_f64().unwrap();
+        assert!((0.001..=0.1).contains(&lr), "{out}");
+        let v = (lr - 0.01).powi(2);
+        let (code, _, err) = pandora(
+            dir.path(),
+            &[
+                "tell",
+                "e.toml",
+                &k.to_string(),
+                "--objective",
+                &v.to_string(),
+            ],
+        );
+        assert_eq!(code, 0, "{err}");
+        told.push(v);
+    }
+    let (code, out, _) = pandora(dir.path(), &["ask", "e.toml"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("reached max_trials = 5"), "{out}");
+    let (code, best, err) = pandora(dir.path(), &["best", "e.toml"]);
+    assert_eq!(code, 0, "{err}");
+    let best: Value = serde_json::from_str(&best).unwrap();
+    let min = told.iter().copied().fold(f64::INFINITY, f64::min);
+    assert_eq!(best["objective"].as_f64(), Some(min), "minimize: {best}");
+    let (code, csv, err) = pandora(dir.path(), &["export", "e.toml", "--format", "csv"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(csv.lines().count(), 6, "{csv}");
+    assert!(csv.lines().next().unwrap().contains("param.opt"), "{csv}");
+    let (code, _, err) = pandora(dir.path(), &["plot", "e.toml", "--out", "e.svg"]);
+    assert_eq!(code, 0, "{err}");
+    // The same from the stored configuration (--storage/--study), as for a Python study.
+    let flags = ["--storage", "sqlite:ext.db", "--study", "ext"];
+    let (code, _, err) = pandora(dir.path(), &[&["run", "--quiet"][..], &flags].concat());
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("external objective"), "{err}");
+    let (code, by_flags, err) = pandora(dir.path(), &[&["best"][..], &flags].concat());
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(serde_json::from_str::<Value>(&by_flags).unwrap(), best);
+    // `kind = "external"` with a command, or without a space: errors naming the field.
+    for (bad, field) in [
+        (
+            EXTERNAL.replace(
+                "kind = \"external\"",
+                "kind = \"external\"\ncommand = [\"x\"]",
+            ),
+            "objective",
+        ),
+        (
+            EXTERNAL.split("[[space]]").next().unwrap().to_string(),
+            "space",
+        ),
+        (EXTERNAL.replace("\"external\"", "\"remote\""), "kind"),
+    ] {
+        std::fs::write(dir.path().join("bad.toml"), bad).unwrap();
+        let (code, _, err) = pandora(dir.path(), &["status", "bad.toml"]);
+        assert_eq!(code, 2, "{err}");
+        assert!(err.contains(field), "'{err}' should name {field}");
+    }
+}

@@ -8,7 +8,6 @@ use crate::error::{json_err, study_err, value_err};
 use pandora_study::storage::Storage;
 use pandora_study::{Ask, Outcome, Study, StudyConfig};
 use pyo3::prelude::*;
-use serde_json::json;
 use std::sync::Mutex;
 
 /// A study bound to its storage.
@@ -141,22 +140,14 @@ impl NativeStudy {
         })
     }
 
-    /// Counts, costs, the best trial and λ as JSON.
+    /// The summary as JSON, exactly as `pandora status --format json` prints it
+    /// ([`pandora_study::Summary::to_json`]: counts, costs, the best trial, λ, the stopping rule's
+    /// last check and its stop reason).
     fn summary_json(&self, py: Python<'_>) -> PyResult<String> {
         py.detach(|| {
             self.with(|s| {
                 let sum = s.summary().map_err(study_err)?;
-                let v = json!({
-                    "running": sum.counts[0],
-                    "complete": sum.counts[1],
-                    "failed": sum.counts[2],
-                    "abandoned": sum.counts[3],
-                    "total_cost": sum.total_cost,
-                    "budget_spent": sum.budget_spent,
-                    "lambda": sum.lambda,
-                    "best": sum.best,
-                });
-                serde_json::to_string(&v).map_err(json_err)
+                serde_json::to_string(&sum.to_json()).map_err(json_err)
             })
         })
     }

@@ -131,12 +131,6 @@ def test_bad_study_arguments(tmp_path, kw, msg):
         pandora.Study.create("b", storage, **kw)
 
 
-def test_pbgi_stopping_not_available_yet(tmp_path):
-    with pytest.raises(NotImplementedError, match="PBGI stopping"):
-        pandora.Study.create("p", f"sqlite:{tmp_path}/p.db", space={"a": (0.0, 1.0)},
-                             stopping="pbgi")
-
-
 def test_load_missing_study(tmp_path):
     with pytest.raises(ValueError, match="no study named"):
         pandora.Study.load("nope", f"sqlite:{tmp_path}/none.db")
@@ -188,13 +182,40 @@ def test_python_and_cli_share_the_database(tmp_path, pandora_bin):
     assert len(json.loads(exported)) == 8
 
 
-def test_pandora_run_explains_a_python_driven_study(tmp_path, pandora_bin):
+def test_pandora_run_refuses_a_python_driven_study(tmp_path, pandora_bin):
     s = pandora.Study.create("it's", f"sqlite:{tmp_path}/r.db", space={"a": (0.0, 1.0)},
-                             max_trials=1)
+                             max_trials=3)
+    assert s.config["objective"]["kind"] == "external"
     cfg = s.write_config(tmp_path / "r.toml")
-    subprocess.run([pandora_bin, "run", cfg, "--quiet"], capture_output=True, timeout=120)
-    (t,) = pandora.Study.load("it's", f"sqlite:{tmp_path}/r.db").trials
-    assert t["state"] == "failed" and "evaluated from Python" in t["error"]
+    assert 'kind = "external"' in (tmp_path / "r.toml").read_text()
+    for args in ([cfg], ["--storage", f"sqlite:{tmp_path}/r.db", "--study", "it's"]):
+        out = subprocess.run([pandora_bin, "run", *args, "--quiet"], capture_output=True,
+                             text=True, timeout=120)
+        assert out.returncode == 2, out.stderr
+        assert "external objective" in out.stderr and "pandora ask" in out.stderr
+    assert pandora.Study.load("it's", f"sqlite:{tmp_path}/r.db").trials == []
+    # Every other command works on it.
+    run(s, 3, lambda p: -abs(p["a"] - 0.5))
+    status = json.loads(cli(pandora_bin, "status", cfg))
+    assert status["complete"] == 3
+    assert json.loads(cli(pandora_bin, "best", cfg))["number"] == s.best["number"]
+    assert len(cli(pandora_bin, "export", cfg, "--format", "csv").splitlines()) == 4
+    fig = tmp_path / "r.svg"
+    cli(pandora_bin, "plot", cfg, "--out", str(fig))
+    assert "<svg" in fig.read_text()
+
+
+def test_a_command_makes_the_study_runnable_by_the_cli(tmp_path, pandora_bin):
+    import sys
+    code = "import json,sys; p=json.load(sys.stdin); print(-(p['a']-0.25)**2)"
+    s = pandora.Study.create("cmd", f"sqlite:{tmp_path}/c.db", space={"a": (0.0, 1.0)},
+                             max_trials=4, initial_design=3, command=[sys.executable, "-c", code])
+    cfg = s.write_config(tmp_path / "c.toml")
+    cli(pandora_bin, "run", cfg, "--quiet")
+    trials = s.trials
+    assert [t["state"] for t in trials] == ["complete"] * 4
+    for t in trials:
+        assert t["value"] == pytest.approx(-(t["params"]["a"] - 0.25) ** 2)
 
 
 @pytest.mark.skipif(not os.environ.get("PANDORA_TEST_POSTGRES_URL"),

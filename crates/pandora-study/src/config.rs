@@ -10,6 +10,8 @@
 //! builtin = "ackley"              # ackley | levy | rosenbrock, on [0,1]^dim
 //! dim = 4
 //! # or: command = ["python3", "train.py"], timeout_s = 600, and a [[space]] list
+//! # or: kind = "external" and a [[space]] list: trials are evaluated outside Pandora
+//! #     (`pandora ask`/`tell`, the Python package); `pandora run` refuses such a study
 //!
 //! [cost]
 //! kind = "known"                  # uniform | known | reported | runtime
@@ -78,10 +80,39 @@ fn default_direction() -> Direction {
     Direction::Maximize
 }
 
+/// What kind of objective a study has (`[objective] kind`; inferred from `builtin`/`command`
+/// when not given).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ObjectiveKind {
+    /// A built-in test problem (`builtin`, `dim`).
+    Builtin,
+    /// A command run by `pandora run` (`command`).
+    Command,
+    /// Evaluated outside Pandora: trials are handed out by `ask` and reported by `tell` (the
+    /// `pandora ask`/`tell` commands, or the Python package's `Study`). `pandora run` refuses it.
+    External,
+}
+
+impl ObjectiveKind {
+    /// The name used in configuration files.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ObjectiveKind::Builtin => "builtin",
+            ObjectiveKind::Command => "command",
+            ObjectiveKind::External => "external",
+        }
+    }
+}
+
 /// `[objective]`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ObjectiveSection {
+    /// The kind of objective (optional for `builtin` and `command`, which imply it; required for
+    /// `"external"`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<ObjectiveKind>,
     /// A built-in test problem.
     pub builtin: Option<String>,
     /// Its dimension.
@@ -245,17 +276,47 @@ impl StudyConfig {
             return Err(Error::invalid("study.name", "must not be empty"));
         }
         let o = &self.objective;
-        match (&o.builtin, &o.command) {
-            (Some(_), Some(_)) => {
+        match (o.kind, &o.builtin, &o.command) {
+            (Some(ObjectiveKind::External), b, c) => {
+                if b.is_some() || c.is_some() || o.dim.is_some() || o.timeout_s.is_some() {
+                    return Err(Error::invalid(
+                        "objective",
+                        "kind = \"external\" takes no `builtin`, `dim`, `command` or \
+                         `timeout_s`: its trials are evaluated outside Pandora",
+                    ));
+                }
+                if self.space.is_none() {
+                    return Err(Error::invalid(
+                        "space",
+                        "an external objective needs a [[space]] list",
+                    ));
+                }
+            }
+            (Some(ObjectiveKind::Builtin), None, _) => {
+                return Err(Error::invalid(
+                    "objective.builtin",
+                    "required by kind = \"builtin\"",
+                ));
+            }
+            (Some(ObjectiveKind::Command), _, None) => {
+                return Err(Error::invalid(
+                    "objective.command",
+                    "required by kind = \"command\"",
+                ));
+            }
+            (_, Some(_), Some(_)) => {
                 return Err(Error::invalid(
                     "objective",
                     "give either `builtin` or `command`, not both",
                 ));
             }
-            (None, None) => {
-                return Err(Error::invalid("objective", "give `builtin` or `command`"));
+            (_, None, None) => {
+                return Err(Error::invalid(
+                    "objective",
+                    "give `builtin`, `command`, or kind = \"external\"",
+                ));
             }
-            (Some(b), None) => {
+            (_, Some(b), None) => {
                 if pandora_problems::Builtin::parse(b).is_none() {
                     return Err(Error::invalid(
                         "objective.builtin",
@@ -280,7 +341,7 @@ impl StudyConfig {
                     return Err(Error::invalid("objective.dim", "rosenbrock needs dim >= 2"));
                 }
             }
-            (None, Some(cmd)) => {
+            (_, None, Some(cmd)) => {
                 if cmd.is_empty() {
                     return Err(Error::invalid("objective.command", "must not be empty"));
                 }
@@ -354,6 +415,15 @@ impl StudyConfig {
             s.validate(self)?;
         }
         Ok(())
+    }
+
+    /// The kind of objective: the configured `kind`, else implied by `builtin`/`command`.
+    pub fn objective_kind(&self) -> ObjectiveKind {
+        match (self.objective.kind, &self.objective.builtin) {
+            (Some(k), _) => k,
+            (None, Some(_)) => ObjectiveKind::Builtin,
+            (None, None) => ObjectiveKind::Command,
+        }
     }
 
     /// The search space: the configured one, or `x0 … x{d−1}` floats in `[0, 1]` for builtins.

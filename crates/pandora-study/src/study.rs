@@ -13,6 +13,7 @@ use crate::space::SearchSpace;
 use crate::storage::Storage;
 use crate::trial::{NewTrial, Outcome, Trial, TrialState};
 use pandora_core::acquisition::{AcquisitionName, AcquisitionParams, LinearMeanCost};
+use pandora_core::gp::fit::{FitOptions, NoiseSpec};
 use pandora_core::gp::{GpParams, Kernel, KernelKind};
 use pandora_core::policy::{
     CostSetting, History, Phase, Proposal, StepConfig, StepContext, design_point, propose,
@@ -84,6 +85,39 @@ pub struct Summary {
     pub stopping: Option<StoppingStatus>,
     /// Why the stopping rule stopped the study (`None` while it runs).
     pub stop_reason: Option<String>,
+}
+
+impl Summary {
+    /// The summary as JSON, as `pandora status` prints it and the Python package reads it:
+    /// `running`, `complete`, `failed`, `abandoned`, `total_cost`, `budget_spent`, `lambda`,
+    /// `best` (`{number, objective, params}` or null), `stopping` (`{rule, lambda, statistic,
+    /// value, threshold, iteration, fired}` or null; a value not available yet is null) and
+    /// `stop_reason` (the stopping rule's reason, or null).
+    pub fn to_json(&self) -> serde_json::Value {
+        let finite = |v: f64| v.is_finite().then_some(v);
+        json!({
+            "running": self.counts[0],
+            "complete": self.counts[1],
+            "failed": self.counts[2],
+            "abandoned": self.counts[3],
+            "total_cost": self.total_cost,
+            "budget_spent": self.budget_spent,
+            "lambda": self.lambda,
+            "best": self.best.as_ref().map(|b| json!({
+                "number": b.number, "objective": b.objective, "params": b.params,
+            })),
+            "stopping": self.stopping.as_ref().map(|st| json!({
+                "rule": st.rule,
+                "lambda": st.lambda,
+                "statistic": st.statistic,
+                "value": finite(st.value),
+                "threshold": finite(st.threshold),
+                "iteration": st.iteration,
+                "fired": st.fired,
+            })),
+            "stop_reason": self.stop_reason,
+        })
+    }
 }
 
 /// The last check of a study's stopping rule, for status displays.
@@ -187,7 +221,22 @@ impl Study {
     fn step_config(&self) -> Result<StepConfig> {
         let p = &self.config.policy;
         let acquisition = AcquisitionName::parse(&p.acquisition)?;
+        // Measured and reported costs are noisy (the same configuration takes a different time
+        // on every run): the log-cost GP learns its noise variance (never below the papers'
+        // fixed 1e-4). With the noise fixed at 1e-4, repeated nearby points with different costs
+        // collapse the fit to white noise (lengthscales at their lower bound, a huge outputscale)
+        // whose E[c] = exp(m + v/2) away from the data is astronomically large or tiny, which
+        // stopped studies with most of their budget left ("budget exhausted": predicted cost
+        // larger than the remaining budget).
+        let cost_fit = match self.config.cost.kind {
+            CostKind::Runtime | CostKind::Reported => FitOptions {
+                noise: NoiseSpec::Learned { floor: 1e-4 },
+                ..FitOptions::default()
+            },
+            CostKind::Uniform | CostKind::Known => FitOptions::default(),
+        };
         Ok(StepConfig {
+            cost_fit,
             acquisition,
             params: AcquisitionParams {
                 lambda: p.lambda,

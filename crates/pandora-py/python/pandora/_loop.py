@@ -23,8 +23,12 @@ class OptimizeResult:
         nfev: number of evaluations.
         total_cost: cost of all evaluations.
         budget_spent: cost counted toward the budget.
-        stop_reason: why the loop stopped (``"budget exhausted: ..."``, ``"reached max_trials =
-            N"``; the PBGI stopping rule will add its reason when available).
+        stop_reason: why the loop stopped: ``"stopping rule fired: pbgi: max_log_eipc = V <=
+            threshold T"`` (with ``stopping="pbgi"``), ``"budget exhausted: spent S of B"`` or
+            ``"reached max_trials = N"``.
+        stopping_status: the stopping rule's last check (``rule``, ``lambda``, ``statistic``,
+            ``value``, ``threshold``, ``iteration``, ``fired``; see
+            :attr:`pandora.Study.stopping_status`), or ``None`` without a rule.
         history: one dict per evaluation: ``number``, ``x``, ``value``, ``cost``, ``phase``
             (``initial``/``model``/``random``), ``best`` (best value so far).
         study: the underlying :class:`pandora.Study` (in memory unless ``storage=`` was given).
@@ -32,7 +36,7 @@ class OptimizeResult:
 
     def __init__(self, x: np.ndarray, fun: float, history: List[Dict[str, Any]],
                  stop_reason: Optional[str], study: Study, total_cost: float,
-                 budget_spent: float) -> None:
+                 budget_spent: float, stopping_status: Optional[Dict[str, Any]] = None) -> None:
         self.x = x
         self.fun = fun
         self.history = history
@@ -41,6 +45,7 @@ class OptimizeResult:
         self.study = study
         self.total_cost = total_cost
         self.budget_spent = budget_spent
+        self.stopping_status = stopping_status
 
     def __repr__(self) -> str:
         return (f"OptimizeResult(fun={self.fun!r}, x={np.array2string(self.x, precision=6)}, "
@@ -108,6 +113,9 @@ def _optimize(
     max_trials: Optional[int],
     initial_design: Optional[int],
     lam: Optional[float],
+    stopping: Optional[str],
+    stopping_lambda: Union[None, float, str],
+    stopping_options: Optional[Dict[str, Any]],
     progress: bool,
     storage: Optional[str],
     name: Optional[str],
@@ -116,8 +124,8 @@ def _optimize(
         raise ValueError("f must be callable")
     b = _check_bounds(bounds)
     d = b.shape[0]
-    if budget is None and max_trials is None:
-        raise ValueError("give a budget (in cost units) and/or max_trials")
+    if budget is None and max_trials is None and stopping != "pbgi":
+        raise ValueError("give a budget (in cost units), max_trials and/or stopping='pbgi'")
     if cost is None:
         kind = "uniform"
     elif cost == "runtime":
@@ -141,6 +149,9 @@ def _optimize(
         seed=seed,
         initial_design=initial_design,
         lam=lam,
+        stopping=stopping,
+        stopping_lambda=stopping_lambda,
+        stopping_options=stopping_options,
     )
     unit = {"uniform": "evals", "runtime": "s"}.get(kind, "cost")
     bar = _Progress(progress, budget, unit)
@@ -196,7 +207,7 @@ def _optimize(
         x_best = np.array([s["best"]["params"][f"x{k}"] for k in range(d)], dtype=float)
         f_best = float(s["best"]["value"])
     return OptimizeResult(x_best, f_best, history, study.stop_reason, study,
-                          float(s["total_cost"]), float(s["budget_spent"]))
+                          float(s["total_cost"]), float(s["budget_spent"]), s["stopping"])
 
 
 def minimize(
@@ -210,6 +221,9 @@ def minimize(
     max_trials: Optional[int] = None,
     initial_design: Optional[int] = None,
     lam: Optional[float] = None,
+    stopping: Optional[str] = None,
+    stopping_lambda: Union[None, float, str] = None,
+    stopping_options: Optional[Dict[str, Any]] = None,
     progress: bool = True,
     storage: Optional[str] = None,
     name: Optional[str] = None,
@@ -232,15 +246,27 @@ def minimize(
         seed: seed of the initial design and the policy (runs are reproducible).
         max_trials: maximum number of evaluations.
         initial_design: size of the Sobol initial design (default ``2 (d + 1)``).
+        lam: the fixed λ of ``acquisition="pbgi"``.
+        stopping: ``"pbgi"`` adds the cost-aware PBGI stopping rule: stop when no point's
+            expected improvement is worth ``stopping_lambda`` times its expected cost
+            (``max_x log EIPC(x) <= log λ``). Then ``budget`` and ``max_trials`` may both be
+            omitted.
+        stopping_lambda: the rule's λ in objective units per cost unit, or ``"auto"`` (needs a
+            budget: λ = U/(B − C), so that the expected total cost stays within the budget).
+        stopping_options: ``burn_in``, ``debounce``, ``window``, ... (see
+            :meth:`pandora.Study.create`).
         progress: show a progress bar (tqdm.auto if installed, else a stderr line on terminals).
         storage, name: keep the study in this database under this name (default: in memory).
 
     Returns:
-        An :class:`OptimizeResult` (best ``x`` and ``fun``, ``history``, ``stop_reason``, costs).
+        An :class:`OptimizeResult` (best ``x`` and ``fun``, ``history``, ``stop_reason``,
+        ``stopping_status``, costs).
     """
     return _optimize(f, bounds, "minimize", budget=budget, cost=cost, acquisition=acquisition,
                      seed=seed, max_trials=max_trials, initial_design=initial_design, lam=lam,
-                     progress=progress, storage=storage, name=name)
+                     stopping=stopping, stopping_lambda=stopping_lambda,
+                     stopping_options=stopping_options, progress=progress, storage=storage,
+                     name=name)
 
 
 def maximize(
@@ -254,6 +280,9 @@ def maximize(
     max_trials: Optional[int] = None,
     initial_design: Optional[int] = None,
     lam: Optional[float] = None,
+    stopping: Optional[str] = None,
+    stopping_lambda: Union[None, float, str] = None,
+    stopping_options: Optional[Dict[str, Any]] = None,
     progress: bool = True,
     storage: Optional[str] = None,
     name: Optional[str] = None,
@@ -261,4 +290,6 @@ def maximize(
     """Maximizes ``f(x)`` over the box ``bounds``; the arguments are those of :func:`minimize`."""
     return _optimize(f, bounds, "maximize", budget=budget, cost=cost, acquisition=acquisition,
                      seed=seed, max_trials=max_trials, initial_design=initial_design, lam=lam,
-                     progress=progress, storage=storage, name=name)
+                     stopping=stopping, stopping_lambda=stopping_lambda,
+                     stopping_options=stopping_options, progress=progress, storage=storage,
+                     name=name)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import shlex
 import socket
 import time
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
@@ -16,7 +15,59 @@ from ._pandora import NativeStudy
 from ._space import space_to_params
 
 _COST_KINDS = ("uniform", "known", "reported", "runtime")
-_STOPPING = (None, "budget")
+_STOPPING = (None, "budget", "pbgi")
+# Keys of ``stopping_options`` (the rule's table in docs/studies.md, without ``rule``/``lambda``,
+# which are arguments of their own).
+_STOPPING_OPTIONS = ("burn_in", "debounce", "window", "optimizer", "u_samples", "start_pbgi_d")
+
+
+def _stopping_config(stopping: Optional[str], stopping_lambda: Union[None, float, str],
+                     stopping_options: Optional[Mapping[str, Any]], acquisition: str,
+                     lam: Optional[float], budget: Optional[float]) -> Optional[Dict[str, Any]]:
+    """The ``[policy] stopping`` table for :meth:`Study.create`'s stopping arguments (``None``
+    without a rule); argument errors are ``ValueError`` naming the argument."""
+    if stopping not in _STOPPING:
+        raise ValueError(f"stopping must be None, 'budget' or 'pbgi', got {stopping!r}")
+    if stopping != "pbgi":
+        if stopping_lambda is not None or stopping_options:
+            raise ValueError("stopping_lambda and stopping_options need stopping='pbgi'")
+        return None
+    table: Dict[str, Any] = {"rule": "pbgi"}
+    if stopping_lambda is None:
+        if not (acquisition == "pbgi" and lam is not None):
+            raise ValueError(
+                "stopping='pbgi' needs a cost scale: stopping_lambda=<number> (objective units "
+                "per cost unit) or stopping_lambda='auto' (chosen from the budget), or "
+                "acquisition='pbgi' with lam=<number>")
+    elif isinstance(stopping_lambda, str):
+        if stopping_lambda != "auto":
+            raise ValueError(f"stopping_lambda must be a number > 0 or 'auto', got "
+                             f"{stopping_lambda!r}")
+        if budget is None:
+            raise ValueError("stopping_lambda='auto' chooses λ = U/(B - C) from the budget: "
+                             "give budget=")
+        table["lambda"] = "auto"
+    else:
+        if isinstance(stopping_lambda, bool) or not isinstance(stopping_lambda, (int, float,
+                                                                               np.number)):
+            raise ValueError(f"stopping_lambda must be a number > 0 or 'auto', got "
+                             f"{stopping_lambda!r}")
+        value = float(stopping_lambda)
+        if not (math.isfinite(value) and value > 0):
+            raise ValueError(f"stopping_lambda must be a finite number > 0, got {value!r}")
+        table["lambda"] = value
+    if stopping_options is not None:
+        if not isinstance(stopping_options, Mapping):
+            raise ValueError(f"stopping_options must be a dict, got {stopping_options!r}")
+        for key, value in stopping_options.items():
+            if key not in _STOPPING_OPTIONS:
+                raise ValueError(f"stopping_options: unknown key {key!r} (known: "
+                                 f"{', '.join(_STOPPING_OPTIONS)}; the rule and λ are the "
+                                 "stopping and stopping_lambda arguments)")
+            if isinstance(value, np.generic):
+                value = value.item()
+            table[key] = value
+    return table
 
 
 def _normalize_url(storage: str) -> str:
@@ -84,8 +135,13 @@ class Study:
             study.tell(trial, train(**trial.params))   # cost: measured between ask and tell
         print(study.stop_reason, study.best)
 
+    With ``stopping="pbgi"`` the loop also ends when further trials are not worth their cost
+    (see :meth:`create`, :attr:`stopping_status`).
+
     The same database works with the ``pandora`` CLI: ``study.write_config("study.toml")`` writes
-    a configuration file for ``pandora status|best|ask|tell|export study.toml``.
+    a configuration file for ``pandora status|best|ask|tell|export|plot study.toml`` (or use
+    ``--storage URL --study NAME``); ``pandora run`` refuses a study created without
+    ``command=``, since its objective is evaluated by your Python code.
     """
 
     def __init__(self, native: NativeStudy) -> None:
@@ -108,6 +164,8 @@ class Study:
         max_trials: Optional[int] = None,
         acquisition: str = "pbgi_d",
         stopping: Optional[str] = None,
+        stopping_lambda: Union[None, float, str] = None,
+        stopping_options: Optional[Mapping[str, Any]] = None,
         seed: int = 0,
         initial_design: Optional[int] = None,
         lam: Optional[float] = None,
@@ -120,7 +178,7 @@ class Study:
         predicted_cost_must_fit: bool = True,
         command: Optional[Sequence[str]] = None,
     ) -> "Study":
-        """Creates the study ``name`` in ``storage`` (or opens it if it exists with the same space
+        r"""Creates the study ``name`` in ``storage`` (or opens it if it exists with the same space
         and direction; otherwise ``ValueError``).
 
         Args:
@@ -140,9 +198,27 @@ class Study:
             max_trials: maximum number of trials.
             acquisition: ``pbgi_d`` (default), ``pbgi`` (needs ``lam``), ``log_ei``, ``ei``,
                 ``log_eipc``, ``eipc``, ``ucb``, ``ts``, ``random``, ... (docs/acquisitions.md).
-            stopping: ``None`` or ``"budget"``: stop when the budget or ``max_trials`` is exhausted.
-                ``"pbgi"`` (the PBGI stopping rule) is not available yet and raises
-                ``NotImplementedError``; :attr:`stop_reason` is designed to report it.
+            stopping: ``None`` or ``"budget"``: stop when the budget or ``max_trials`` is
+                exhausted. ``"pbgi"``: also the cost-aware PBGI/LogEIPC stopping rule: every
+                :meth:`ask` after the initial design stops the study when, on the posterior of the
+                complete trials,
+
+                .. math:: \max_x \log \mathrm{EIPC}(x) = \max_x\,[\log \mathrm{EI}(x; y^*) -
+                          \log E[c(x)]] \le \log \lambda,
+
+                i.e. no point's expected improvement is worth λ times its expected cost
+                (docs/stopping.md). :attr:`stop_reason` then says so.
+            stopping_lambda: the rule's λ (objective units per cost unit: if 1000 s of
+                training is worth 0.01 accuracy, ``1e-5``), or ``"auto"``: λ = U/(B − C) from
+                ``budget`` (Theorem 1 of the PBGI stopping paper: the expected total cost stays
+                within the budget), computed once at the first model step. Default: ``lam``
+                (with ``acquisition="pbgi"``).
+            stopping_options: more settings of the rule: ``burn_in`` (no stop before this many
+                BO evaluations, default 0), ``debounce`` (stop after this many consecutive
+                triggers, default 1), ``window`` (moving average of the statistic over this many
+                checks, default 1), ``optimizer`` (``{"raw_samples": .., "num_restarts": ..}``),
+                ``u_samples`` (paths of the U estimate for ``"auto"``, default 64),
+                ``start_pbgi_d`` (PBGI-D starts from the automatic λ).
             seed: seed of the initial design and the policy.
             initial_design: size of the initial Sobol design (default ``2 (d + 1)``).
             lam: fixed λ of ``pbgi``. lambda0, decay: PBGI-D's initial λ and its divisor.
@@ -151,33 +227,26 @@ class Study:
             command: optionally the objective command of the configuration (so that
                 ``pandora run`` can evaluate trials too); see docs/python.md.
         """
-        if stopping == "pbgi":
-            raise NotImplementedError(
-                "stopping='pbgi' (the PBGI stopping rule) is not available yet; use the budget "
-                "or max_trials (stopping=None)"
-            )
-        if stopping not in _STOPPING:
-            raise ValueError(f"stopping must be None or 'budget', got {stopping!r}")
+        if budget is not None and not (isinstance(budget, (int, float)) and math.isfinite(budget)
+                                       and budget > 0):
+            raise ValueError(f"budget must be a finite number > 0, got {budget!r}")
+        stopping_table = _stopping_config(stopping, stopping_lambda, stopping_options,
+                                          acquisition, lam, budget)
         if direction not in ("maximize", "minimize"):
             raise ValueError(f"direction must be 'maximize' or 'minimize', got {direction!r}")
         if cost not in _COST_KINDS:
             raise ValueError(f"cost must be one of {', '.join(_COST_KINDS)}, got {cost!r}")
-        if budget is not None and not (isinstance(budget, (int, float)) and math.isfinite(budget)
-                                       and budget > 0):
-            raise ValueError(f"budget must be a finite number > 0, got {budget!r}")
         if max_trials is not None and not (isinstance(max_trials, int) and max_trials > 0):
             raise ValueError(f"max_trials must be a positive integer, got {max_trials!r}")
         url = _normalize_url(storage)
         params = space_to_params(space)
-        if command is None:
-            # A study driven from Python has no command of its own; `pandora run` then fails
-            # each trial with this explanation (status/best/ask/tell/export work normally).
-            msg = (f"pandora: study '{name}' is evaluated from Python (pandora.Study); "
-                   "use pandora ask/tell or give Study.create(command=[...])")
-            command = ["sh", "-c", f"echo {shlex.quote(msg)} >&2; exit 2"]
+        # A study driven from Python has no command of its own: its objective is "external"
+        # (`pandora run` refuses it with an explanation; status/best/ask/tell/export/plot work).
+        objective: Dict[str, Any] = ({"kind": "external"} if command is None
+                                     else {"command": [str(c) for c in command]})
         config: Dict[str, Any] = {
             "study": {"name": name, "storage": url, "direction": direction},
-            "objective": {"command": list(command)},
+            "objective": objective,
             "space": params,
             "cost": {"kind": cost, "offset": float(cost_offset), "slope": float(cost_slope)},
             "budget": {
@@ -196,6 +265,8 @@ class Study:
                 "seed": int(seed),
             },
         }
+        if stopping_table is not None:
+            config["policy"]["stopping"] = stopping_table
         if cost == "known":
             config["cost"]["formula"] = "linear_mean"
         return cls(NativeStudy.open(json.dumps(config)))
@@ -331,8 +402,11 @@ class Study:
 
     @property
     def summary(self) -> Dict[str, Any]:
-        """Counts by state, total cost, cost counted toward the budget, the best trial and the
-        current λ (PBGI-D)."""
+        """Counts by state (``running``, ``complete``, ``failed``, ``abandoned``), ``total_cost``,
+        ``budget_spent`` (cost counted toward the budget), ``best`` (``number``, ``value``,
+        ``params``), ``lambda`` (PBGI-D's current λ), ``stopping`` (see :attr:`stopping_status`)
+        and ``stop_reason`` (the stopping rule's reason, or ``None``): the content of
+        ``pandora status --format json``, with ``best["objective"]`` named ``value``."""
         s = json.loads(self._native.summary_json())
         if s.get("best") is not None:
             s["best"]["value"] = s["best"].pop("objective")
@@ -347,16 +421,22 @@ class Study:
     def stop_reason(self) -> Optional[str]:
         """Why the study does not hand out more trials, or ``None`` while it goes on.
 
-        Reasons, in the same words as the CLI: ``"budget exhausted: spent S of B"`` and
-        ``"reached max_trials = N"``, and whatever the last :meth:`ask` reported (with known
-        costs, a budget that cannot pay for the next proposal). The PBGI stopping rule will add
-        its own reason here when it becomes available; code that checks
-        ``study.should_stop`` keeps working unchanged.
+        Reasons, in the same words as the CLI (``pandora ask``/``run``): ``"stopping rule fired:
+        pbgi: max_log_eipc = V <= threshold T"`` (the PBGI stopping rule; ``T = log λ``),
+        ``"budget exhausted: spent S of B"``, ``"reached max_trials = N"``, and whatever the last
+        :meth:`ask` of this object reported (e.g. with unknown costs, a budget that cannot pay
+        for the next trial's predicted cost).
+
+        The stopping rule is checked by :meth:`ask` (it needs the model fit of the next step),
+        and its stop is stored with the study: every process sees it, and later asks stop at
+        once with the same reason.
         """
         if self._finished is not None:
             return self._finished
         budget = self._config["budget"]
         s = json.loads(self._native.summary_json())
+        if s.get("stop_reason") is not None:
+            return f"stopping rule fired: {s['stop_reason']}"
         n = s["running"] + s["complete"] + s["failed"] + s["abandoned"]
         if budget.get("max_trials") is not None and n >= budget["max_trials"]:
             return f"reached max_trials = {budget['max_trials']}"
@@ -367,8 +447,23 @@ class Study:
 
     @property
     def should_stop(self) -> bool:
-        """Whether the study is finished (see :attr:`stop_reason`)."""
+        """Whether the study is finished (see :attr:`stop_reason`): the stopping rule fired at
+        an :meth:`ask`, or the budget or ``max_trials`` is used up."""
         return self.stop_reason is not None
+
+    @property
+    def stopping_status(self) -> Optional[Dict[str, Any]]:
+        """The stopping rule's last check (the one that fired, if it did), or ``None`` without a
+        rule or before the first check (the first :meth:`ask` after the initial design):
+
+        ``rule`` (``"pbgi"``), ``lambda`` (λ), ``statistic`` (``"max_log_eipc"``, or
+        ``"log_mean_eipc_window"`` with ``window > 1``), ``value`` (the statistic; ``None`` while
+        not available, e.g. before a window is full), ``threshold`` (``log λ``), ``iteration``
+        (complete BO evaluations at the check), ``fired`` (bool): the ``"stopping"`` object of
+        ``pandora status --format json``. The rule fires when ``value <= threshold`` (after
+        ``burn_in`` and ``debounce``).
+        """
+        return json.loads(self._native.summary_json()).get("stopping")
 
     # ------------------------------------------------------------------ CLI interop
     def to_toml(self) -> str:
