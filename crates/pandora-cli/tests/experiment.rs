@@ -650,6 +650,21 @@ fn stopping_config_records_statistics_and_replays_consistently() {
         assert_eq!(g[gcol("never_fired")], never.to_string());
     }
 
+    // Stopping figures: one per problem and λ, PNG and SVG.
+    for prob in ["gp-d1-uniform", "gp-d1-linear", "gp-d1-periodic"] {
+        for lambda in ["0.1", "0.01", "0.001"] {
+            let png =
+                std::fs::read(out.join(format!("summary/stopping_{prob}_lambda{lambda}.png")))
+                    .unwrap();
+            assert_eq!(&png[..4], b"\x89PNG");
+            let svg = std::fs::read_to_string(
+                out.join(format!("summary/stopping_{prob}_lambda{lambda}.svg")),
+            )
+            .unwrap();
+            assert!(svg.contains("hindsight") && svg.contains("fixed iteration"));
+        }
+    }
+
     // Resume: cut one trace right after a stopping line (before the step it precedes) and tear
     // the next line; delete another. The rerun rewrites both identically.
     let cut = "gp-d1-linear__PBGI_0.01___s1.jsonl";

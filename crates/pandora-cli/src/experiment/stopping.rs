@@ -750,16 +750,32 @@ fn group_row(key: (&str, &str, &str, f64), items: &[Item]) -> GroupRow {
     }
 }
 
+/// The mean `R_λ(t)` over a group's runs when every run is stopped at the same iteration `t`
+/// (a run shorter than `t` is charged its end).
+#[derive(Debug, Clone, PartialEq)]
+pub struct FixedCurve {
+    /// Problem label.
+    pub problem: String,
+    /// Policy label.
+    pub policy: String,
+    /// λ.
+    pub lambda: f64,
+    /// `mean_r[t]` for `t = 0..` the longest run.
+    pub mean_r: Vec<f64>,
+}
+
 /// Aggregates run rows (in the plan's problem, policy, rule and λ order) and adds the
 /// `hindsight` and `best-fixed` oracles per problem × policy × λ. `curves[(problem, policy,
-/// seed)]` are the runs' `(regret, cost)` traces for the fixed-iteration oracle.
+/// seed)]` are the runs' `(regret, cost)` traces for the fixed-iteration oracle. Also returns
+/// the fixed-iteration mean curves.
 pub fn aggregate(
     plan: &Plan,
     sp: &StoppingPlan,
     rows: &[RunRow],
     curves: &BTreeMap<(String, String, u64), RegretTrace>,
-) -> Vec<GroupRow> {
+) -> (Vec<GroupRow>, Vec<FixedCurve>) {
     let mut out = Vec::new();
+    let mut fixed_curves = Vec::new();
     for prob in &plan.problems {
         for pol in &plan.policies {
             for lambda in sp.lambdas_for(pol) {
@@ -838,13 +854,21 @@ pub fn aggregate(
                 };
                 let mut best_t = 0;
                 let mut best_mean = f64::INFINITY;
+                let mut mean_r = Vec::with_capacity(longest);
                 for t in 0..longest {
                     let m = runs.iter().map(|(_, c)| at(c, t).1).sum::<f64>() / runs.len() as f64;
+                    mean_r.push(m);
                     if m < best_mean {
                         best_mean = m;
                         best_t = t;
                     }
                 }
+                fixed_curves.push(FixedCurve {
+                    problem: prob.label.clone(),
+                    policy: pol.label.clone(),
+                    lambda,
+                    mean_r,
+                });
                 let fixed: Vec<Item> = runs
                     .iter()
                     .map(|(r, c)| {
@@ -859,7 +883,7 @@ pub fn aggregate(
             }
         }
     }
-    out
+    (out, fixed_curves)
 }
 
 fn csv_field(s: &str) -> String {
@@ -999,15 +1023,27 @@ pub fn table(plan: &Plan, sp: &StoppingPlan, rows: &[GroupRow]) -> String {
     out
 }
 
+/// The offline evaluation of an experiment's stopping rules.
+#[derive(Debug, Clone)]
+pub struct Evaluation {
+    /// One row per run × rule × λ.
+    pub rows: Vec<RunRow>,
+    /// One row per problem × policy × rule × λ (oracles included).
+    pub groups: Vec<GroupRow>,
+    /// Fixed-iteration mean curves per problem × policy × λ.
+    pub curves: Vec<FixedCurve>,
+    /// Runs left out because they were incomplete.
+    pub incomplete: usize,
+}
+
 /// Replays every complete run of `plan` (with `references[(problem, problem_seed)]` the regret
-/// reference) and returns the run rows, the group rows, and the number of runs left out because
-/// they were incomplete.
+/// reference).
 pub fn evaluate(
     plan: &Plan,
     sp: &StoppingPlan,
     traces: &[Trace],
     references: &BTreeMap<(String, u64), f64>,
-) -> Result<(Vec<RunRow>, Vec<GroupRow>, usize)> {
+) -> Result<Evaluation> {
     let mut rows = Vec::new();
     let mut curves = BTreeMap::new();
     let mut incomplete = 0;
@@ -1038,8 +1074,13 @@ pub fn evaluate(
             }
         }
     }
-    let groups = aggregate(plan, sp, &rows, &curves);
-    Ok((rows, groups, incomplete))
+    let (groups, curves) = aggregate(plan, sp, &rows, &curves);
+    Ok(Evaluation {
+        rows,
+        groups,
+        curves,
+        incomplete,
+    })
 }
 
 #[cfg(test)]
@@ -1239,8 +1280,16 @@ rules = [
         let mut refs = BTreeMap::new();
         refs.insert(("ackley-d1-uniform".to_string(), 0), 0.0);
         refs.insert(("ackley-d1-uniform".to_string(), 1), 1.0);
-        let (rows, groups, incomplete) = evaluate(&plan, &sp, &[a, b], &refs).unwrap();
-        assert_eq!(incomplete, 0);
+        let ev = evaluate(&plan, &sp, &[a, b], &refs).unwrap();
+        let (rows, groups) = (ev.rows.clone(), ev.groups.clone());
+        assert_eq!(ev.incomplete, 0);
+        // Fixed-iteration curve of log_ei at λ = 0.5: means of (2, 1.5, 2.5, 2.5, 3) and +1.
+        let c = ev
+            .curves
+            .iter()
+            .find(|c| c.policy == "log_ei" && c.lambda == 0.5)
+            .unwrap();
+        assert_eq!(c.mean_r, vec![2.5, 2.0, 3.0, 3.0, 3.5]);
         assert_eq!(rows.len(), 2 * 7 * 2);
         let g = |rule: &str, lambda: f64| {
             groups
@@ -1280,6 +1329,20 @@ rules = [
                 .starts_with("ackley-d1-uniform,log_ei,0,pbgi,0.1,3,true,4,")
         );
         assert!(table(&plan, &sp, &groups).contains("pbgi-debounced"));
+        // The figure: the fixed-iteration curve and a marker per rule at (mean stop, mean R).
+        let fig = super::super::figures::stopping_figure(&plan, &sp, &ev, "ackley-d1-uniform", 0.1);
+        assert_eq!(fig.panels.len(), 1, "only log_ei has runs");
+        let series = &fig.panels[0].series;
+        // λ = 0.1: R = 2, 1.1, 1.3, 0.9, 1.0 and +1.
+        for (a, b) in series[0].y.iter().zip([2.5, 1.6, 1.8, 1.4, 1.5]) {
+            assert!((a - b).abs() < 1e-12, "{:?}", series[0].y);
+        }
+        assert_eq!(series[0].y.len(), 5);
+        let ucb = series.iter().find(|s| s.name == "ucb-lcb").unwrap();
+        assert_eq!(ucb.x, vec![2.0]);
+        assert!((ucb.y[0] - 1.8).abs() < 1e-12);
+        assert!(series.iter().any(|s| s.name == "hindsight"));
+        assert_eq!(series.len(), 1 + 7 + 1);
     }
 
     #[test]

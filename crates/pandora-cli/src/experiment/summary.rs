@@ -374,8 +374,9 @@ pub fn table(all: &[ProblemSummary]) -> String {
 
 /// Reads `dir/experiment.json` and `dir/traces/`, writes `dir/summary/PROBLEM.csv`,
 /// `dir/summary/final.csv` and the figures (`PROBLEM.png|svg`, `all.png|svg`, see
-/// [`super::figures`]), with a `[stopping]` section also `dir/summary/stopping_runs.csv` and
-/// `dir/summary/stopping.csv` (see [`super::stopping`]), and returns the printed table.
+/// [`super::figures`]), with a `[stopping]` section also `dir/summary/stopping_runs.csv`,
+/// `dir/summary/stopping.csv` (see [`super::stopping`]) and the stopping figures, and returns
+/// the printed table.
 pub fn write_summary(dir: &Path) -> Result<String> {
     let plan_path = dir.join("experiment.json");
     let text = std::fs::read_to_string(&plan_path).with_context(|| {
@@ -410,16 +411,17 @@ pub fn write_summary(dir: &Path) -> Result<String> {
                 refs.insert((prob.label.clone(), seed), r);
             }
         }
-        let (rows, groups, _) = super::stopping::evaluate(&plan, sp, &traces, &refs)?;
+        let ev = super::stopping::evaluate(&plan, sp, &traces, &refs)?;
         std::fs::write(
             sdir.join("stopping_runs.csv"),
-            super::stopping::runs_csv(&rows),
+            super::stopping::runs_csv(&ev.rows),
         )?;
         std::fs::write(
             sdir.join("stopping.csv"),
-            super::stopping::groups_csv(&groups),
+            super::stopping::groups_csv(&ev.groups),
         )?;
-        text += &super::stopping::table(&plan, sp, &groups);
+        super::figures::write_stopping_figures(&sdir, &plan, sp, &ev)?;
+        text += &super::stopping::table(&plan, sp, &ev.groups);
     }
     Ok(text)
 }
