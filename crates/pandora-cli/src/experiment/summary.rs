@@ -422,6 +422,12 @@ pub fn write_summary(dir: &Path) -> Result<String> {
         )?;
         super::figures::write_stopping_figures(&sdir, &plan, sp, &ev)?;
         text += &super::stopping::table(&plan, sp, &ev.groups);
+        if ev.incomplete > 0 {
+            text += &format!(
+                "({} incomplete run(s) left out of the stopping evaluation)\n",
+                ev.incomplete
+            );
+        }
     }
     Ok(text)
 }
