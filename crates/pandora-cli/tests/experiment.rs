@@ -446,3 +446,307 @@ fn paper_configs_run_at_smoke_size() {
         "every paper config runs at smoke size ({ran} ran)"
     );
 }
+
+/// Splits a CSV line (no quoted fields in these files).
+fn csv_rows(path: &Path) -> (Vec<String>, Vec<Vec<String>>) {
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut lines = text.lines();
+    let head: Vec<String> = lines
+        .next()
+        .unwrap()
+        .split(',')
+        .map(str::to_string)
+        .collect();
+    let rows = lines
+        .map(|l| l.split(',').map(str::to_string).collect::<Vec<_>>())
+        .collect();
+    (head, rows)
+}
+
+/// `experiments/stopping_bayesian_regret_1d.toml` at smoke size: every trace carries one
+/// stopping line per iteration `t = 0..=T`, on the data `D_t` (placed after the step that completed
+/// it); the CSVs are consistent with the traces and with each other; an independent replay of the
+/// PBGI rule agrees; and an interrupted run resumes with identical statistics.
+#[test]
+fn stopping_config_records_statistics_and_replays_consistently() {
+    let config = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../experiments/stopping_bayesian_regret_1d.toml");
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("a");
+    let run = |out: &Path| {
+        let o = pandora()
+            .args(["experiment", config.to_str().unwrap(), "--smoke", "--quiet"])
+            .args(["--jobs", "2", "--out"])
+            .arg(out)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    };
+    run(&out);
+    let files = traces(&out);
+    // 3 costs × 6 policies × 2 seeds.
+    assert_eq!(files.len(), 36);
+    let n_init = 4;
+    let last = 6;
+    // (problem, policy, seed) → (regret at t, cost at t, max LogEIPC at t).
+    type Series = (Vec<f64>, Vec<f64>, Vec<f64>);
+    let mut series: BTreeMap<(String, String, u64), Series> = BTreeMap::new();
+    for (name, path) in &files {
+        let lines = stripped(path);
+        let header = &lines[0];
+        let mut steps = 0;
+        let mut t_expected = 0;
+        let mut s: Series = Default::default();
+        let mut last_step: Option<&Value> = None;
+        for l in &lines[1..] {
+            match l["kind"].as_str().unwrap() {
+                "step" => {
+                    steps += 1;
+                    last_step = Some(l);
+                }
+                "stopping" => {
+                    // The line of iteration t follows step n_init − 1 + t: its data is D_t.
+                    assert_eq!(l["iteration"], t_expected, "{name}");
+                    assert_eq!(l["n"], steps, "{name}");
+                    assert_eq!(steps, n_init + t_expected, "{name}");
+                    let st = last_step.unwrap();
+                    assert_eq!(l["best"], st["best"], "{name}");
+                    assert_eq!(l["cumulative_cost"], st["cumulative_cost"], "{name}");
+                    for key in ["max_log_eipc", "max_log_eipc_inv", "ucb_lcb", "prb"] {
+                        assert!(l[key].as_f64().unwrap().is_finite(), "{name} {key}");
+                    }
+                    // Known costs: both LogEIPC conventions are the same statistic.
+                    assert_eq!(l["max_log_eipc"], l["max_log_eipc_inv"]);
+                    // SRGap needs D_{t−1}'s posterior: undefined at t = 0 only.
+                    assert_eq!(l["srgap"].is_null(), t_expected == 0, "{name}");
+                    // The smoke PRB schedule 8 → ×1.5 → 16.
+                    let expected_samples = [8, 12, 16][t_expected.min(2)];
+                    assert_eq!(l["prb_samples"], expected_samples);
+                    let p = l["prb"].as_f64().unwrap();
+                    assert!((0.0..=1.0).contains(&p));
+                    s.0.push(st["regret"].as_f64().unwrap());
+                    s.1.push(st["cumulative_cost"].as_f64().unwrap());
+                    s.2.push(l["max_log_eipc"].as_f64().unwrap());
+                    t_expected += 1;
+                }
+                "end" => {}
+                other => panic!("unexpected line kind {other}"),
+            }
+        }
+        assert_eq!(steps, n_init + last, "{name}");
+        assert_eq!(
+            t_expected,
+            last + 1,
+            "{name}: one stopping line per iteration"
+        );
+        let key = (
+            header["problem"].as_str().unwrap().to_string(),
+            header["policy"].as_str().unwrap().to_string(),
+            header["seed"].as_u64().unwrap(),
+        );
+        series.insert(key, s);
+    }
+
+    // stopping_runs.csv: one row per run × rule × λ (PBGI(λ) policies at their own λ only).
+    let (head, rows) = csv_rows(&out.join("summary/stopping_runs.csv"));
+    let col = |name: &str| head.iter().position(|h| h == name).unwrap();
+    let (c_prob, c_pol, c_seed, c_rule, c_lambda) = (
+        col("problem"),
+        col("policy"),
+        col("seed"),
+        col("rule"),
+        col("lambda"),
+    );
+    let f = |r: &Vec<String>, c: &str| r[col(c)].parse::<f64>().unwrap();
+    let rules = 10;
+    // 3 problems × 2 seeds × (3 policies × 3 λ + 3 PBGI policies × 1 λ) × 10 rules.
+    assert_eq!(rows.len(), 3 * 2 * 12 * rules);
+    let mut hindsight: BTreeMap<(String, String, String, String), f64> = BTreeMap::new();
+    for r in &rows {
+        let lambda = f(r, "lambda");
+        if r[c_pol].starts_with("PBGI") {
+            assert_eq!(r[c_pol], format!("PBGI({lambda})"), "policy_lambda_only");
+        }
+        let (stop, len) = (f(r, "stop") as usize, f(r, "run_length") as usize);
+        assert_eq!(len, last);
+        assert!(stop <= len);
+        let fired = r[col("fired")] == "true";
+        if !fired {
+            assert_eq!(
+                stop, len,
+                "a rule that never fired is charged the run's end"
+            );
+        }
+        let big_r = f(r, "cost_adjusted_regret");
+        let reg = f(r, "simple_regret");
+        let cost = f(r, "cumulative_cost");
+        assert!((big_r - (reg + lambda * cost)).abs() <= 1e-12 * (1.0 + big_r.abs()));
+        // The stop is charged the regret and cost of D_stop, as recorded in the trace.
+        let key = (
+            r[c_prob].clone(),
+            r[c_pol].clone(),
+            r[c_seed].parse().unwrap(),
+        );
+        let s = &series[&key];
+        assert_eq!(reg, s.0[stop], "{r:?}");
+        assert_eq!(cost, s.1[stop], "{r:?}");
+        // Hindsight: the minimum of R over t, below every rule's R.
+        let h = f(r, "hindsight_regret");
+        let min_r = (0..=last)
+            .map(|t| s.0[t] + lambda * s.1[t])
+            .fold(f64::INFINITY, f64::min);
+        assert!((h - min_r).abs() <= 1e-12 * (1.0 + h.abs()));
+        assert!(h <= big_r + 1e-12);
+        assert!((f(r, "gap_to_hindsight") - (big_r - h)).abs() <= 1e-12 * (1.0 + big_r.abs()));
+        let hk = (
+            r[c_prob].clone(),
+            r[c_pol].clone(),
+            r[c_seed].clone(),
+            r[c_lambda].clone(),
+        );
+        let prev = hindsight.insert(hk, h);
+        assert!(prev.is_none_or(|p| p == h));
+        // An independent replay of the PBGI/LogEIPC rule: the first t with max LogEIPC ≤ log λ.
+        if r[c_rule] == "pbgi" {
+            let first = s.2.iter().position(|&v| v <= lambda.ln());
+            assert_eq!(first.unwrap_or(last), stop, "{r:?}");
+            assert_eq!(first.is_some(), fired);
+        }
+        // Fixed budgets beyond the run never fire; the smoke run has 6 iterations.
+        if r[c_rule].starts_with("fixed-") {
+            assert!(!fired);
+        }
+    }
+
+    // stopping.csv: per problem × policy × rule × λ (plus the two oracles), means of the rows.
+    let (ghead, groups) = csv_rows(&out.join("summary/stopping.csv"));
+    let gcol = |name: &str| ghead.iter().position(|h| h == name).unwrap();
+    assert_eq!(groups.len(), 3 * 12 * (rules + 2));
+    for g in &groups {
+        let g_rule = &g[gcol("rule")];
+        let n: usize = g[gcol("n")].parse().unwrap();
+        assert_eq!(n, 2);
+        if g_rule == "hindsight" || g_rule == "best-fixed" {
+            continue;
+        }
+        let mine: Vec<&Vec<String>> = rows
+            .iter()
+            .filter(|r| {
+                r[c_prob] == g[gcol("problem")]
+                    && r[c_pol] == g[gcol("policy")]
+                    && &r[c_rule] == g_rule
+                    && r[c_lambda] == g[gcol("lambda")]
+            })
+            .collect();
+        assert_eq!(mine.len(), n);
+        let mean = mine
+            .iter()
+            .map(|r| f(r, "cost_adjusted_regret"))
+            .sum::<f64>()
+            / 2.0;
+        let mean_r: f64 = g[gcol("mean_r")].parse().unwrap();
+        assert!((mean - mean_r).abs() <= 1e-12 * (1.0 + mean.abs()));
+        let never = mine.iter().filter(|r| r[col("fired")] == "false").count();
+        assert_eq!(g[gcol("never_fired")], never.to_string());
+    }
+
+    // Stopping figures: one per problem and λ, PNG and SVG.
+    for prob in ["gp-d1-uniform", "gp-d1-linear", "gp-d1-periodic"] {
+        for lambda in ["0.1", "0.01", "0.001"] {
+            let png =
+                std::fs::read(out.join(format!("summary/stopping_{prob}_lambda{lambda}.png")))
+                    .unwrap();
+            assert_eq!(&png[..4], b"\x89PNG");
+            let svg = std::fs::read_to_string(
+                out.join(format!("summary/stopping_{prob}_lambda{lambda}.svg")),
+            )
+            .unwrap();
+            assert!(svg.contains("hindsight") && svg.contains("fixed iteration"));
+        }
+    }
+
+    // Resume: cut one trace right after a stopping line (before the step it precedes) and tear
+    // the next line; delete another. The rerun rewrites both identically.
+    let cut = "gp-d1-linear__PBGI_0.01___s1.jsonl";
+    let deleted = "gp-d1-periodic__TS__s0.jsonl";
+    let originals: BTreeMap<String, Vec<Value>> = files
+        .iter()
+        .map(|(n, p)| {
+            let mut v = stripped(p);
+            for l in &mut v {
+                if let Some(o) = l.as_object_mut() {
+                    o.remove("seconds");
+                    o.remove("seconds_prb");
+                }
+            }
+            (n.clone(), v)
+        })
+        .collect();
+    let text = std::fs::read_to_string(&files[cut]).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    // Header, 4 initial steps, stopping t = 0, step, stopping t = 1, step, stopping t = 2.
+    let keep = &lines[..10];
+    assert!(keep[9].contains("\"kind\":\"stopping\""));
+    std::fs::write(
+        &files[cut],
+        format!("{}\n{{\"kind\":\"step\",\"k\":6,\"ph", keep.join("\n")),
+    )
+    .unwrap();
+    std::fs::remove_file(&files[deleted]).unwrap();
+    run(&out);
+    for (name, path) in traces(&out) {
+        let mut v = stripped(&path);
+        for l in &mut v {
+            if let Some(o) = l.as_object_mut() {
+                o.remove("seconds");
+                o.remove("seconds_prb");
+            }
+        }
+        assert_eq!(v, originals[&name], "{name} differs after resuming");
+    }
+    // A changed statistics setting (PRB's ε) does not mix with the recorded traces …
+    let changed = dir.path().join("changed.toml");
+    std::fs::write(
+        &changed,
+        std::fs::read_to_string(&config)
+            .unwrap()
+            .replace("epsilon = 0.1", "epsilon = 0.2"),
+    )
+    .unwrap();
+    let o = pandora()
+        .args([
+            "experiment",
+            changed.to_str().unwrap(),
+            "--smoke",
+            "--quiet",
+            "--out",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("different configuration"));
+    // … while replay-only settings (λ values, rules needing no new statistic) keep them valid.
+    let relaxed = dir.path().join("relaxed.toml");
+    std::fs::write(
+        &relaxed,
+        std::fs::read_to_string(&config)
+            .unwrap()
+            .replace("\"gss\",", "\"gss\", { rule = \"gss\", window = 3 },"),
+    )
+    .unwrap();
+    let o = pandora()
+        .args([
+            "experiment",
+            relaxed.to_str().unwrap(),
+            "--smoke",
+            "--quiet",
+            "--out",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let (_, rows2) = csv_rows(&out.join("summary/stopping_runs.csv"));
+    assert_eq!(rows2.len(), 3 * 2 * 12 * (rules + 1));
+}

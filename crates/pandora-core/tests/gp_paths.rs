@@ -473,3 +473,52 @@ fn invalid_input_is_an_error() {
     assert_eq!(own.kernel(), &k);
     assert!(PosteriorPath::from_prior(&gp, own, &mut rng).is_ok());
 }
+
+/// `sample_batch` computes the training points' features once but draws exactly the paths of
+/// `PriorPath::sample` → `resample_weights` → `from_prior`, and `values_many` evaluates many
+/// paths at once (shared features, or path by path) as `value` does, to rounding.
+#[test]
+fn batched_sampling_and_evaluation_match_the_path_by_path_versions() {
+    for (idx, kind) in KINDS.into_iter().enumerate() {
+        let gp = model(kind, 12, 3, 1e-4, 70 + idx as u64);
+        let mut r1 = Xoshiro256PlusPlus::seed_from_u64(900 + idx as u64);
+        let batch = PosteriorPath::sample_batch(&gp, 256, 5, &mut r1).unwrap();
+        let mut r2 = Xoshiro256PlusPlus::seed_from_u64(900 + idx as u64);
+        let first = PriorPath::sample(&gp.params().kernel, 256, &mut r2).unwrap();
+        let mut manual = Vec::new();
+        for i in 0..5 {
+            let prior = if i == 0 {
+                first.clone()
+            } else {
+                first.resample_weights(&mut r2)
+            };
+            manual.push(PosteriorPath::from_prior(&gp, prior, &mut r2).unwrap());
+        }
+        let mut pr = Xoshiro256PlusPlus::seed_from_u64(5);
+        let xs: Vec<f64> = (0..40 * 3).map(|_| pr.random::<f64>()).collect();
+        for (b, m) in batch.iter().zip(&manual) {
+            assert_eq!(b.update_weights(), m.update_weights(), "{kind:?}");
+        }
+        let shared = PosteriorPath::values_many(&batch, &xs).unwrap();
+        // Independent draws (no shared frequencies) take the path-by-path branch.
+        let own: Vec<PosteriorPath> = (0..3)
+            .map(|_| PosteriorPath::sample(&gp, 64, &mut pr).unwrap())
+            .collect();
+        let separate = PosteriorPath::values_many(&own, &xs).unwrap();
+        for (paths, vals) in [(&batch, &shared), (&own, &separate)] {
+            assert_eq!(vals.len(), paths.len() * 40);
+            for (i, p) in paths.iter().enumerate() {
+                for (j, x) in xs.chunks_exact(3).enumerate() {
+                    let v = p.value(x);
+                    assert!(
+                        (vals[i * 40 + j] - v).abs() <= 1e-12 * (1.0 + v.abs()),
+                        "{kind:?} path {i} point {j}: {} vs {v}",
+                        vals[i * 40 + j]
+                    );
+                }
+            }
+        }
+        assert!(PosteriorPath::values_many(&batch, &xs[..7]).is_err());
+        assert!(PosteriorPath::values_many(&[], &xs).unwrap().is_empty());
+    }
+}

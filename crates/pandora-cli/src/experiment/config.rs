@@ -1,9 +1,10 @@
 //! The experiment configuration (TOML) and its resolution into a list of runs.
 //!
 //! A file has an `[experiment]` table, one or more `[[problem]]` and `[[policy]]` tables and an
-//! optional `[smoke]` table whose values replace the experiment's sizes under `--smoke`. See
-//! docs/experiments.md for every key.
+//! optional `[smoke]` table whose values replace the experiment's sizes under `--smoke`, and an
+//! optional `[stopping]` table (see [`super::stopping`]). See docs/experiments.md for every key.
 
+use super::stopping::{StoppingPlan, StoppingSection};
 use anyhow::{Context, Result, anyhow, bail};
 use pandora_core::acquisition::{AcquisitionName, AcquisitionParams, PbgiDecay};
 use pandora_core::gp::KernelKind;
@@ -196,6 +197,8 @@ pub struct ExperimentFile {
     pub policy: Vec<PolicyConfig>,
     /// `[smoke]`.
     pub smoke: Option<SmokeSection>,
+    /// `[stopping]`: record stopping-rule statistics and evaluate the rules offline.
+    pub stopping: Option<StoppingSection>,
 }
 
 /// How the policy sees evaluation costs.
@@ -270,6 +273,9 @@ pub struct Plan {
     pub grid_points: Option<usize>,
     /// Summary interpolation.
     pub interpolation: Interpolation,
+    /// The resolved `[stopping]` section.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopping: Option<StoppingPlan>,
 }
 
 /// SplitMix64: the seed derivation used for every per-run seed.
@@ -567,6 +573,11 @@ impl ExperimentFile {
                 config: p.clone(),
             });
         }
+        let stopping = self
+            .stopping
+            .as_ref()
+            .map(|st| st.resolve(smoke, &problems, &policies))
+            .transpose()?;
         Ok(Plan {
             name: e.name.clone(),
             smoke,
@@ -575,6 +586,7 @@ impl ExperimentFile {
             seeds,
             grid_points: s.grid_points.or(e.grid_points),
             interpolation: e.interpolation,
+            stopping,
         })
     }
 }
@@ -670,11 +682,17 @@ impl Plan {
 
     /// The settings a run's trace must agree with to be resumed (as JSON).
     pub fn run_settings(&self, r: &RunSpec) -> serde_json::Value {
-        serde_json::json!({
+        let mut v = serde_json::json!({
             "problem": self.problems[r.problem],
             "policy": self.policies[r.policy],
             "seed": r.seed,
-        })
+        });
+        // Only what the run records: the replay settings (λ, rule thresholds) can change
+        // without invalidating traces.
+        if let Some(s) = &self.stopping {
+            v["stopping_statistics"] = serde_json::json!(s.statistics);
+        }
+        v
     }
 }
 

@@ -7,9 +7,10 @@
 //! y axis is logarithmic when every plotted value (bands included) is positive, as in the papers;
 //! otherwise (a policy reached regret 0) it is linear.
 
-use super::config::file_component;
+use super::config::{Plan, file_component};
+use super::stopping::{Evaluation, StoppingPlan};
 use super::summary::{ProblemSummary, Stats};
-use crate::plot::{Figure, Legend, Panel, Series, render};
+use crate::plot::{Figure, Legend, Panel, Series, Style, render};
 use anyhow::Result;
 use std::path::{Path, PathBuf};
 
@@ -124,6 +125,101 @@ pub fn write_figures(sdir: &Path, all: &[ProblemSummary]) -> Result<Vec<PathBuf>
             let path = sdir.join(format!("all.{ext}"));
             render(&overview, &path)?;
             written.push(path);
+        }
+    }
+    Ok(written)
+}
+
+/// The stopping figure of one problem at one λ: a panel per policy with the mean cost-adjusted
+/// regret `R_λ(t)` of stopping every run at the same iteration `t` (dashed line, the paper's
+/// fixed-iteration stopping) and one marker per rule at (mean stopping iteration, mean `R_λ`),
+/// plus the per-run hindsight oracle. The y axis is logarithmic when every value is positive.
+pub fn stopping_figure(
+    plan: &Plan,
+    sp: &StoppingPlan,
+    ev: &Evaluation,
+    problem: &str,
+    lambda: f64,
+) -> Figure {
+    let mut rules: Vec<String> = sp.rules.iter().map(|r| r.label.clone()).collect();
+    rules.push("hindsight".into());
+    let mut panels = Vec::new();
+    for pol in &plan.policies {
+        let Some(curve) = ev
+            .curves
+            .iter()
+            .find(|c| c.problem == problem && c.policy == pol.label && c.lambda == lambda)
+        else {
+            continue;
+        };
+        let t: Vec<f64> = (0..curve.mean_r.len()).map(|t| t as f64).collect();
+        let mut series = vec![
+            Series::line("fixed iteration", t, curve.mean_r.clone())
+                .with_style(Style::Dashed)
+                .with_color(0),
+        ];
+        for (k, rule) in rules.iter().enumerate() {
+            if let Some(g) = ev.groups.iter().find(|g| {
+                g.problem == problem
+                    && g.policy == pol.label
+                    && g.lambda == lambda
+                    && &g.rule == rule
+            }) {
+                series.push(
+                    Series::points(rule.as_str(), vec![g.mean_stop], vec![g.mean_r])
+                        .with_color(k + 1),
+                );
+            }
+        }
+        let log_y = series
+            .iter()
+            .all(|s| s.y.iter().all(|v| v.is_finite() && *v > 0.0));
+        panels.push(Panel {
+            title: pol.label.clone(),
+            x_label: "stopping iteration".into(),
+            y_label: format!("cost-adjusted regret (λ = {lambda})"),
+            log_y,
+            legend: if panels.is_empty() {
+                Legend::UpperRight
+            } else {
+                Legend::Hidden
+            },
+            series,
+        });
+    }
+    Figure {
+        title: format!(
+            "{problem}, λ = {lambda}: mean cost-adjusted regret at the stop (markers: rules at their \
+             mean stop)"
+        ),
+        panels,
+    }
+}
+
+/// Writes `stopping_PROBLEM_lambdaL.png|svg` for every problem and λ with results; returns the
+/// paths written.
+pub fn write_stopping_figures(
+    sdir: &Path,
+    plan: &Plan,
+    sp: &StoppingPlan,
+    ev: &Evaluation,
+) -> Result<Vec<PathBuf>> {
+    let mut written = Vec::new();
+    for prob in &plan.problems {
+        for &lambda in &sp.lambdas {
+            let fig = stopping_figure(plan, sp, ev, &prob.label, lambda);
+            if fig.panels.is_empty() {
+                continue;
+            }
+            for ext in ["png", "svg"] {
+                let path = sdir.join(format!(
+                    "stopping_{}_lambda{}.{ext}",
+                    file_component(&prob.label),
+                    file_component(&lambda.to_string())
+                ));
+                render(&fig, &path)?;
+                written.push(path);
+            }
         }
     }
     Ok(written)

@@ -7,6 +7,7 @@
 pub mod config;
 pub mod figures;
 pub mod run;
+pub mod stopping;
 pub mod summary;
 pub mod trace;
 

@@ -7,15 +7,25 @@
 //! model step's hyperparameters. PBGI-D's λ is replayed from the trace (λ0, divided by β once at
 //! the start of the iteration after one whose maximal index fell below the best value observed
 //! including that iteration's evaluation), so a partial trace continues exactly.
+//!
+//! With a `[stopping]` section, the stopping statistics of `D_t` are computed at the start of
+//! each iteration `t` (before the budget check, so the final `D_T` gets its line too) on the
+//! posterior the step itself fits (rebuilt from the proposal's hyperparameters, or fitted with
+//! the same seed and warm start when no proposal follows), and written before the step. A resumed
+//! run keeps the lines already written and rebuilds `D_{t−1}`'s posterior (for SRGap) from the
+//! hyperparameters stored in them.
 
 use super::config::{CostSettingName, Plan, RunSpec, build_problem, step_seed};
-use super::trace::{self, Appender, End, Header, Line, Step};
+use super::stopping::{RecordInputs, record, statistics_seed};
+use super::trace::{self, Appender, End, Header, Line, Step, StoppingStats};
 use anyhow::{Context, Result, anyhow, bail};
-use pandora_core::acquisition::{AcquisitionName, KnownCost, PbgiDecay};
-use pandora_core::gp::GpParams;
+use pandora_core::acquisition::{AcquisitionName, KnownCost, PbgiDecay, fit_log_cost_model};
+use pandora_core::gp::fit::FitOptions;
+use pandora_core::gp::{GpModel, GpParams, Transforms};
 use pandora_core::policy::{
-    CostSetting, History, Phase, Proposal, StepContext, design_point, propose,
+    CostSetting, History, Phase, Proposal, StepConfig, StepContext, design_point, propose,
 };
+use pandora_core::stopping::CostInfo;
 use pandora_problems::Problem;
 use pandora_study::study::{params_from_json, params_to_json};
 use rayon::prelude::*;
@@ -169,6 +179,158 @@ pub fn is_complete(plan: &Plan, r: &RunSpec, dir: &Path) -> bool {
         })
 }
 
+/// The next BO step's proposal on the data so far.
+fn next_proposal(
+    state: &State,
+    step_config: &StepConfig,
+    cost_setting: CostSetting<'_>,
+    total_budget: Option<f64>,
+    seed: u64,
+    d: usize,
+    k: usize,
+) -> Result<Proposal> {
+    let lambda = state.decay.map(|mut dcy| dcy.begin_iteration());
+    let ctx = StepContext {
+        cumulative_cost: state.bo_cost,
+        remaining_budget: total_budget.map(|b| b - state.bo_cost),
+        total_budget,
+        lambda,
+    };
+    let history = History {
+        x: &state.x,
+        y: &state.y,
+        cost: &state.c,
+        pending: &[],
+    };
+    propose(
+        d,
+        history,
+        step_config,
+        &ctx,
+        cost_setting,
+        seed,
+        state.warm.as_ref(),
+    )
+    .with_context(|| format!("step {k}"))
+}
+
+/// Where the statistics of one iteration are computed.
+struct StatContext {
+    d: usize,
+    n_initial: usize,
+    /// The step seed of the observation count `n` of `D_t`.
+    seed: u64,
+}
+
+/// The stopping statistics of `D_t` = the observations in `state` (`t = state.bo_steps`).
+///
+/// The posterior is the one the step fits: rebuilt from the proposal's hyperparameters when the
+/// policy fitted one, otherwise fitted with the step's seed and warm start (what `propose` would
+/// do). `D_{t−1}`'s posterior (SRGap) is rebuilt from the hyperparameters of line `t − 1`.
+#[allow(clippy::too_many_arguments)]
+fn stopping_line(
+    spec: &super::stopping::StatisticsSpec,
+    state: &State,
+    previous_lines: &[StoppingStats],
+    step_config: &StepConfig,
+    problem_cost: CostSettingName,
+    known: &dyn pandora_core::acquisition::CostModel,
+    prop: Option<&Proposal>,
+    ctx: StatContext,
+) -> Result<StoppingStats> {
+    let t0 = Instant::now();
+    let StatContext { d, n_initial, seed } = ctx;
+    let n = state.y.len();
+    let transforms = Transforms {
+        normalize_inputs: None,
+        standardize_outcomes: step_config.standardize,
+    };
+    let model = match prop.and_then(|p| p.params.clone()) {
+        Some(params) => GpModel::with_params(&state.x, &state.y, d, &transforms, params)?,
+        None => GpModel::fit(
+            &state.x,
+            &state.y,
+            d,
+            &transforms,
+            &FitOptions {
+                seed,
+                ..step_config.fit.clone()
+            },
+            state.warm.as_ref(),
+        )?,
+    };
+    let previous = match previous_lines.last() {
+        Some(l) if n >= 2 => match l.params.as_ref().and_then(params_from_json) {
+            Some(params) => Some(GpModel::with_params(
+                &state.x[..(n - 1) * d],
+                &state.y[..n - 1],
+                d,
+                &transforms,
+                params,
+            )?),
+            None => None,
+        },
+        _ => None,
+    };
+    let cost_model = match problem_cost {
+        CostSettingName::Unknown => Some(match prop.and_then(|p| p.cost_params.clone()) {
+            Some(cp) => {
+                let logc: Vec<f64> = state.c.iter().map(|c| c.ln()).collect();
+                GpModel::with_params(
+                    &state.x,
+                    &logc,
+                    d,
+                    &Transforms {
+                        normalize_inputs: None,
+                        standardize_outcomes: true,
+                    },
+                    cp,
+                )?
+            }
+            None => fit_log_cost_model(
+                &state.x,
+                &state.c,
+                d,
+                &FitOptions {
+                    seed: seed ^ 0x636f_7374,
+                    ..step_config.cost_fit.clone()
+                },
+            )?,
+        }),
+        _ => None,
+    };
+    let cost_info = match (problem_cost, &cost_model) {
+        (CostSettingName::Uniform, _) => CostInfo::Uniform,
+        (CostSettingName::Known, _) => CostInfo::Known(known),
+        (CostSettingName::Unknown, Some(m)) => CostInfo::Unknown(m),
+        (CostSettingName::Unknown, None) => unreachable!("fitted above"),
+    };
+    let mut line = record(
+        spec,
+        &RecordInputs {
+            d,
+            x: &state.x,
+            y: &state.y,
+            cost: &state.c,
+            n_initial,
+            model: &model,
+            previous: previous.as_ref(),
+            cost_info,
+            seed: statistics_seed(seed),
+        },
+    )?;
+    if line.iteration != state.bo_steps {
+        bail!(
+            "internal: statistics for iteration {} at BO step {}",
+            line.iteration,
+            state.bo_steps
+        );
+    }
+    line.params = Some(params_to_json(model.params()));
+    line.seconds = t0.elapsed().as_secs_f64();
+    Ok(line)
+}
+
 /// Carries out run `r` of `plan`, writing its trace into `dir`: skips a complete trace,
 /// continues a partial one and starts a missing one.
 pub fn run_one(plan: &Plan, r: &RunSpec, dir: &Path, instances: &Instances) -> Result<RunStatus> {
@@ -201,15 +363,20 @@ pub fn run_one(plan: &Plan, r: &RunSpec, dir: &Path, instances: &Instances) -> R
     let d = problem.dim();
     let head = header(plan, r, problem);
     let mut steps: Vec<Step> = Vec::new();
+    let mut stop_lines: Vec<StoppingStats> = Vec::new();
     if let Some(t) = existing {
         if t.header != head {
             return Err(mismatch());
         }
         steps = t.steps;
+        stop_lines = t.stopping;
+    }
+    if plan.stopping.is_none() && !stop_lines.is_empty() {
+        return Err(mismatch());
     }
     // (Re)write the valid prefix atomically: this drops a torn last line.
     let mut lines = vec![Line::Header(Box::new(head.clone()))];
-    lines.extend(steps.iter().cloned().map(|s| Line::Step(Box::new(s))));
+    lines.extend(trace::body_lines(&steps, &stop_lines));
     trace::write_atomic(&path, &lines)?;
     let mut out = Appender::open(&path)?;
 
@@ -269,6 +436,7 @@ pub fn run_one(plan: &Plan, r: &RunSpec, dir: &Path, instances: &Instances) -> R
     let reason = loop {
         let k = state.y.len();
         let t0 = Instant::now();
+        let mut stat_seconds = 0.0;
         let prop: Proposal = if k < p.initial_design {
             let x = match &p.config.initial_points {
                 Some(pts) => pts[k].clone(),
@@ -284,44 +452,61 @@ pub fn run_one(plan: &Plan, r: &RunSpec, dir: &Path, instances: &Instances) -> R
                 predicted_cost: None,
             }
         } else {
-            if let Some(b) = p.budget
-                && state.bo_cost >= b
-            {
-                break "budget";
-            }
-            if let Some(m) = p.max_evaluations
-                && state.bo_steps >= m
-            {
-                break "max_evaluations";
-            }
-            if state.bo_steps >= EVALUATION_CAP {
-                break "evaluation_cap";
-            }
-            let lambda = state.decay.map(|mut dcy| dcy.begin_iteration());
-            let ctx = StepContext {
-                cumulative_cost: state.bo_cost,
-                remaining_budget: total_budget.map(|b| b - state.bo_cost),
-                total_budget,
-                lambda,
+            let done = if p.budget.is_some_and(|b| state.bo_cost >= b) {
+                Some("budget")
+            } else if p.max_evaluations.is_some_and(|m| state.bo_steps >= m) {
+                Some("max_evaluations")
+            } else if state.bo_steps >= EVALUATION_CAP {
+                Some("evaluation_cap")
+            } else {
+                None
             };
-            let history = History {
-                x: &state.x,
-                y: &state.y,
-                cost: &state.c,
-                pending: &[],
+            let seed = step_seed(r.seed, k);
+            let prop = match done {
+                Some(_) => None,
+                None => Some(next_proposal(
+                    &state,
+                    &step_config,
+                    cost_setting,
+                    total_budget,
+                    seed,
+                    d,
+                    k,
+                )?),
             };
-            propose(
-                d,
-                history,
-                &step_config,
-                &ctx,
-                cost_setting,
-                step_seed(r.seed, k),
-                state.warm.as_ref(),
-            )
-            .with_context(|| format!("step {k}"))?
+            if let Some(spec) = plan.stopping.as_ref().map(|s| &s.statistics) {
+                let t = state.bo_steps;
+                if stop_lines.len() != t {
+                    // Already written before an interruption (and identical when recomputed).
+                    debug_assert!(stop_lines.len() == t + 1);
+                } else {
+                    let line = stopping_line(
+                        spec,
+                        &state,
+                        &stop_lines,
+                        &step_config,
+                        p.cost_setting,
+                        &known,
+                        prop.as_ref(),
+                        StatContext {
+                            d,
+                            n_initial: p.initial_design,
+                            seed,
+                        },
+                    )
+                    .with_context(|| format!("stopping statistics at step {k}"))?;
+                    stat_seconds = line.seconds;
+                    out.push(&Line::Stopping(Box::new(line.clone())))?;
+                    stop_lines.push(line);
+                }
+            }
+            match (done, prop) {
+                (Some(reason), _) => break reason,
+                (None, Some(prop)) => prop,
+                (None, None) => unreachable!("a proposal is made when the run continues"),
+            }
         };
-        let seconds_propose = t0.elapsed().as_secs_f64();
+        let seconds_propose = (t0.elapsed().as_secs_f64() - stat_seconds).max(0.0);
         let t1 = Instant::now();
         let y = problem.eval(&prop.x);
         let cost = problem.cost(&prop.x);

@@ -147,6 +147,23 @@ pub fn read_traces(dir: &Path) -> Result<Vec<Trace>> {
     Ok(out)
 }
 
+/// The regret reference of every instance seed of a problem's traces: the optimum when known,
+/// otherwise the best value observed in any run (complete or not) of that instance.
+pub fn references(mine: &[&Trace]) -> BTreeMap<u64, f64> {
+    let mut reference: BTreeMap<u64, f64> = BTreeMap::new();
+    for t in mine {
+        let r = reference
+            .entry(t.header.problem_seed)
+            .or_insert(f64::NEG_INFINITY);
+        if let Some(o) = t.header.optimum {
+            *r = o;
+        } else if let Some(s) = t.steps.last() {
+            *r = r.max(s.best);
+        }
+    }
+    reference
+}
+
 /// Summarizes the traces of `plan`.
 pub fn summarize(plan: &Plan, traces: &[Trace]) -> Vec<ProblemSummary> {
     let mut out = Vec::new();
@@ -155,18 +172,7 @@ pub fn summarize(plan: &Plan, traces: &[Trace]) -> Vec<ProblemSummary> {
             .iter()
             .filter(|t| t.header.problem == prob.label)
             .collect();
-        // Reference values per instance seed.
-        let mut reference: BTreeMap<u64, f64> = BTreeMap::new();
-        for t in &mine {
-            let r = reference
-                .entry(t.header.problem_seed)
-                .or_insert(f64::NEG_INFINITY);
-            if let Some(o) = t.header.optimum {
-                *r = o;
-            } else if let Some(s) = t.steps.last() {
-                *r = r.max(s.best);
-            }
-        }
+        let reference = references(&mine);
         let empirical_reference = mine.iter().any(|t| t.header.optimum.is_none());
         let complete: Vec<&Trace> = mine
             .iter()
@@ -368,7 +374,9 @@ pub fn table(all: &[ProblemSummary]) -> String {
 
 /// Reads `dir/experiment.json` and `dir/traces/`, writes `dir/summary/PROBLEM.csv`,
 /// `dir/summary/final.csv` and the figures (`PROBLEM.png|svg`, `all.png|svg`, see
-/// [`super::figures`]), and returns the printed table.
+/// [`super::figures`]), with a `[stopping]` section also `dir/summary/stopping_runs.csv`,
+/// `dir/summary/stopping.csv` (see [`super::stopping`]) and the stopping figures, and returns
+/// the printed table.
 pub fn write_summary(dir: &Path) -> Result<String> {
     let plan_path = dir.join("experiment.json");
     let text = std::fs::read_to_string(&plan_path).with_context(|| {
@@ -391,7 +399,37 @@ pub fn write_summary(dir: &Path) -> Result<String> {
     }
     std::fs::write(sdir.join("final.csv"), final_csv(&all))?;
     super::figures::write_figures(&sdir, &all)?;
-    Ok(table(&all))
+    let mut text = table(&all);
+    if let Some(sp) = &plan.stopping {
+        let mut refs = BTreeMap::new();
+        for prob in &plan.problems {
+            let mine: Vec<&Trace> = traces
+                .iter()
+                .filter(|t| t.header.problem == prob.label)
+                .collect();
+            for (seed, r) in references(&mine) {
+                refs.insert((prob.label.clone(), seed), r);
+            }
+        }
+        let ev = super::stopping::evaluate(&plan, sp, &traces, &refs)?;
+        std::fs::write(
+            sdir.join("stopping_runs.csv"),
+            super::stopping::runs_csv(&ev.rows),
+        )?;
+        std::fs::write(
+            sdir.join("stopping.csv"),
+            super::stopping::groups_csv(&ev.groups),
+        )?;
+        super::figures::write_stopping_figures(&sdir, &plan, sp, &ev)?;
+        text += &super::stopping::table(&plan, sp, &ev.groups);
+        if ev.incomplete > 0 {
+            text += &format!(
+                "({} incomplete run(s) left out of the stopping evaluation)\n",
+                ev.incomplete
+            );
+        }
+    }
+    Ok(text)
 }
 
 #[cfg(test)]
@@ -476,6 +514,7 @@ mod tests {
                     settings: serde_json::Value::Null,
                 },
                 steps,
+                stopping: Vec::new(),
                 end: Some(End {
                     reason: "budget".into(),
                     evaluations: bests.len(),

@@ -3,6 +3,12 @@
 //! Line 1 is a [`Header`], then one [`Step`] per evaluation (initial design included), and a
 //! final [`End`] once the run has finished. A file without an `End` line is a partial run: it is
 //! continued from its steps (a torn last line, from an interruption during a write, is dropped).
+//!
+//! Experiments with a `[stopping]` section also write one [`StoppingStats`] line per BO
+//! iteration `t = 0, 1, …, T`: the stopping rules' statistics on the posterior of `D_t` (the
+//! initial design plus the first `t` BO evaluations). The line of iteration `t` follows the step
+//! that completed `D_t` and precedes the next step; its `n` (observations in `D_t`) is checked
+//! against the steps read before it, so a line can never be attached to the wrong data.
 
 use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
@@ -88,6 +94,51 @@ pub struct End {
     pub cumulative_cost: f64,
 }
 
+/// The stopping rules' statistics at one BO iteration, on the posterior of `D_t` (the data
+/// including that iteration's evaluation: after-posterior-update semantics). Statistics the
+/// experiment's rules do not need are absent; a statistic that is not defined at this iteration
+/// (SRGap at `t = 0`, which needs the posterior of `D_{t−1}`) is `null`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StoppingStats {
+    /// BO evaluations in `D_t` (`t`; the initial design is not counted).
+    pub iteration: usize,
+    /// Observations in `D_t` (initial design included); equals the number of steps before this
+    /// line.
+    pub n: usize,
+    /// Best value of `D_t`.
+    pub best: f64,
+    /// BO-phase cumulative cost of `D_t`.
+    pub cumulative_cost: f64,
+    /// `max_x [LogEI(x; y*) − log E[c(x)]]` (the PBGI/LogEIPC rule's statistic, `E[c] = exp(m +
+    /// v/2)` for unknown costs; cost as the problem's cost setting, whatever the policy).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_log_eipc: Option<f64>,
+    /// `max_x [LogEI(x; y*) + log E[1/c(x)]]` (LogEIPC-med's statistic; equals `max_log_eipc`
+    /// unless costs are unknown).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_log_eipc_inv: Option<f64>,
+    /// UCB-LCB regret bound `max_x UCB − max_observed LCB`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ucb_lcb: Option<f64>,
+    /// SRGap (`null` at `t = 0`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub srgap: Option<f64>,
+    /// PRB: the fraction of posterior sample paths whose simple regret at the incumbent is at
+    /// most ε.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prb: Option<f64>,
+    /// Posterior sample paths PRB drew at this iteration (the schedule).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prb_samples: Option<usize>,
+    /// Hyperparameters of the objective posterior on `D_t` (rebuilds it for SRGap at `t + 1`).
+    pub params: Option<serde_json::Value>,
+    /// Seconds spent computing the statistics (model rebuild included).
+    pub seconds: f64,
+    /// Of which PRB.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seconds_prb: Option<f64>,
+}
+
 /// A line of a trace.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -96,6 +147,8 @@ pub enum Line {
     Header(Box<Header>),
     /// See [`Step`].
     Step(Box<Step>),
+    /// See [`StoppingStats`].
+    Stopping(Box<StoppingStats>),
     /// See [`End`].
     End(End),
 }
@@ -107,6 +160,8 @@ pub struct Trace {
     pub header: Header,
     /// The evaluations.
     pub steps: Vec<Step>,
+    /// The stopping statistics, iteration `0, 1, …` (empty without a `[stopping]` section).
+    pub stopping: Vec<StoppingStats>,
     /// Present if the run finished.
     pub end: Option<End>,
     /// Whether a torn last line was dropped.
@@ -126,6 +181,7 @@ pub fn read(path: &Path) -> Result<Trace> {
     let complete_last = text.ends_with('\n');
     let mut header = None;
     let mut steps = Vec::new();
+    let mut stopping: Vec<StoppingStats> = Vec::new();
     let mut end = None;
     let mut torn = false;
     for (i, l) in lines.iter().enumerate() {
@@ -151,6 +207,24 @@ pub fn read(path: &Path) -> Result<Trace> {
                 }
                 steps.push(*s);
             }
+            Line::Stopping(s) => {
+                if s.iteration != stopping.len() {
+                    bail!(
+                        "{path:?} line {}: stopping statistics of iteration {} out of order",
+                        i + 1,
+                        s.iteration
+                    );
+                }
+                if s.n != steps.len() {
+                    bail!(
+                        "{path:?} line {}: stopping statistics for {} observations after {} steps",
+                        i + 1,
+                        s.n,
+                        steps.len()
+                    );
+                }
+                stopping.push(*s);
+            }
             Line::End(e) => end = Some(e),
         }
     }
@@ -160,9 +234,25 @@ pub fn read(path: &Path) -> Result<Trace> {
     Ok(Trace {
         header,
         steps,
+        stopping,
         end,
         torn,
     })
+}
+
+/// The step and stopping lines of a trace in file order: the statistics of `D_t` follow the step
+/// that completed `D_t` (a line with `n` observations comes right after step `n − 1`).
+pub fn body_lines(steps: &[Step], stopping: &[StoppingStats]) -> Vec<Line> {
+    let mut out = Vec::with_capacity(steps.len() + stopping.len());
+    let mut st = stopping.iter().peekable();
+    for (k, s) in steps.iter().enumerate() {
+        while let Some(x) = st.next_if(|x| x.n == k) {
+            out.push(Line::Stopping(Box::new(x.clone())));
+        }
+        out.push(Line::Step(Box::new(s.clone())));
+    }
+    out.extend(st.map(|x| Line::Stopping(Box::new(x.clone()))));
+    out
 }
 
 /// Writes `lines` to `path` atomically (a temporary file renamed over it).
@@ -268,6 +358,54 @@ mod tests {
         let t = read(&path).unwrap();
         assert!(t.torn);
         assert_eq!(t.steps.len(), 2);
+        // Stopping statistics must sit right after the step that completed their data.
+        let stats = |iteration: usize, n: usize| StoppingStats {
+            iteration,
+            n,
+            best: -0.3,
+            cumulative_cost: 0.0,
+            max_log_eipc: Some(-1.0),
+            max_log_eipc_inv: None,
+            ucb_lcb: None,
+            srgap: None,
+            prb: None,
+            prb_samples: None,
+            params: None,
+            seconds: 0.0,
+            seconds_prb: None,
+        };
+        let body = body_lines(&[step(0), step(1)], &[stats(0, 1), stats(1, 2)]);
+        let kinds: Vec<&str> = body
+            .iter()
+            .map(|l| match l {
+                Line::Step(_) => "step",
+                Line::Stopping(_) => "stopping",
+                _ => "other",
+            })
+            .collect();
+        assert_eq!(kinds, ["step", "stopping", "step", "stopping"]);
+        let mut lines = vec![Line::Header(Box::new(header()))];
+        lines.extend(body);
+        write_atomic(&path, &lines).unwrap();
+        let t = read(&path).unwrap();
+        assert_eq!(t.stopping.len(), 2);
+        assert_eq!(body_lines(&t.steps, &t.stopping), lines[1..].to_vec());
+        for (bad, needle) in [
+            (vec![stats(0, 2)], "for 2 observations after 1 steps"),
+            (vec![stats(1, 1)], "iteration 1 out of order"),
+        ] {
+            let mut l = vec![
+                Line::Header(Box::new(header())),
+                Line::Step(Box::new(step(0))),
+            ];
+            l.extend(bad.into_iter().map(|s| Line::Stopping(Box::new(s))));
+            write_atomic(&path, &l).unwrap();
+            let e = read(&path).unwrap_err();
+            assert!(format!("{e:#}").contains(needle), "{e:#}");
+        }
+        write_atomic(&path, &lines[..4]).unwrap();
+        let mut text = std::fs::read_to_string(&path).unwrap();
+        text.push_str("{\"kind\":\"step\",\"k\":2,\"pha");
         // A malformed line in the middle is an error.
         let bad = text.replacen("\"k\":1", "\"k\":5", 1);
         std::fs::write(&path, bad).unwrap();

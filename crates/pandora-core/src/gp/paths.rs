@@ -309,6 +309,26 @@ fn dot(a: &[f64], b: &[f64]) -> f64 {
     a.iter().zip(b).map(|(u, v)| u * v).sum()
 }
 
+/// A dot product with eight independent accumulators (vectorizable; a different rounding than
+/// [`dot`]).
+#[inline(always)]
+fn dot8(a: &[f64], b: &[f64]) -> f64 {
+    let mut acc = [0.0; 8];
+    let ca = a.chunks_exact(8);
+    let cb = b.chunks_exact(8);
+    let (ra, rb) = (ca.remainder(), cb.remainder());
+    for (x, y) in ca.zip(cb) {
+        for k in 0..8 {
+            acc[k] += x[k] * y[k];
+        }
+    }
+    let mut s = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+    for (x, y) in ra.iter().zip(rb) {
+        s += x * y;
+    }
+    s
+}
+
 /// A sample path from a GP posterior by pathwise conditioning (Matheron's rule):
 ///
 /// `f_post(x) = c + f_prior(x) + k(x, X) v`, `v = (K + σ_n² I)⁻¹ (y − c − f_prior(X) − ε)`,
@@ -357,6 +377,19 @@ impl PosteriorPath {
         rng: &mut R,
     ) -> Result<Vec<Self>> {
         let first = PriorPath::sample(&gp.params().kernel, num_features, rng)?;
+        // The training points' Fourier features are shared by every path: compute them once
+        // (the per-path prior values below sum in the same order as `PriorPath::value`, so the
+        // paths are bit-for-bit those of `from_prior`).
+        let d = gp.dim();
+        let half = first.w_cos.len();
+        let mut feats = Vec::with_capacity(gp.train_x().len() / d.max(1) * 2 * half);
+        for x in gp.train_x().chunks_exact(d) {
+            for w in first.freqs.chunks_exact(d) {
+                let (s, c) = dot(w, x).sin_cos();
+                feats.push(c);
+                feats.push(s);
+            }
+        }
         let mut out = Vec::with_capacity(count);
         for i in 0..count {
             let prior = if i == 0 {
@@ -364,7 +397,81 @@ impl PosteriorPath {
             } else {
                 first.resample_weights(rng)
             };
-            out.push(Self::from_prior(gp, prior, rng)?);
+            let at_train: Vec<f64> = feats
+                .chunks_exact(2 * half)
+                .map(|f| {
+                    let mut v = 0.0;
+                    for ((cs, a), b) in f.chunks_exact(2).zip(&prior.w_cos).zip(&prior.w_sin) {
+                        v += a * cs[0] + b * cs[1];
+                    }
+                    v
+                })
+                .collect();
+            out.push(Self::from_prior_values(gp, prior, &at_train, rng)?);
+        }
+        Ok(out)
+    }
+
+    /// Evaluates `paths` at the rows of `xs` (row-major `m × d`); returns `paths.len() × m`
+    /// values, path-major. When the paths share their frequencies, kernel, constant mean and
+    /// training inputs (as [`PosteriorPath::sample_batch`] draws them), each point's Fourier
+    /// features and kernel column are computed once for all paths, which makes many paths on many
+    /// points (e.g. an exhaustive grid) far cheaper; the sums are then accumulated in a different
+    /// order than [`PosteriorPath::value`] (agreement to rounding). Otherwise path by path.
+    pub fn values_many(paths: &[PosteriorPath], xs: &[f64]) -> Result<Vec<f64>> {
+        let Some(p0) = paths.first() else {
+            return Ok(Vec::new());
+        };
+        let d = p0.dim();
+        if !xs.len().is_multiple_of(d) {
+            return Err(Error::dim("points", xs.len().div_ceil(d) * d, xs.len()));
+        }
+        let m = xs.len() / d;
+        let shared = paths.iter().all(|p| {
+            Arc::ptr_eq(&p.prior.freqs, &p0.prior.freqs)
+                && p.prior.kernel == p0.prior.kernel
+                && p.mean == p0.mean
+                && p.train_x == p0.train_x
+        });
+        let mut out = vec![0.0; paths.len() * m];
+        if !shared {
+            for (p, o) in paths.iter().zip(out.chunks_exact_mut(m.max(1))) {
+                p.values(xs, o)?;
+            }
+            return Ok(out);
+        }
+        let half = p0.prior.w_cos.len();
+        let n = p0.v.len();
+        let kind = p0.prior.kernel.kind;
+        let s2 = p0.prior.kernel.outputscale;
+        // Points in blocks: the block's features (cos, sin, kernel column per point) stay in
+        // cache while every path's weights are streamed over them once per block.
+        const BLOCK: usize = 16;
+        let width = 2 * half + n;
+        let mut feats = vec![0.0; BLOCK * width];
+        for (b, block) in xs.chunks(BLOCK * d).enumerate() {
+            let rows = block.len() / d;
+            for (x, row) in block.chunks_exact(d).zip(feats.chunks_exact_mut(width)) {
+                let (trig, kv) = row.split_at_mut(2 * half);
+                let (cs, sn) = trig.split_at_mut(half);
+                for ((w, c), s) in p0.prior.freqs.chunks_exact(d).zip(cs).zip(sn) {
+                    let (si, co) = dot(w, x).sin_cos();
+                    *c = co;
+                    *s = si;
+                }
+                for (k, xi) in kv.iter_mut().zip(p0.train_x.chunks_exact(d)) {
+                    *k = s2 * kind.value_r2(p0.r2(x, xi));
+                }
+            }
+            for (i, p) in paths.iter().enumerate() {
+                let dst = &mut out[i * m + b * BLOCK..i * m + b * BLOCK + rows];
+                for (o, row) in dst.iter_mut().zip(feats.chunks_exact(width)) {
+                    *o = p0.mean
+                        + dot8(&p.prior.w_cos, &row[..half])
+                        + dot8(&p.prior.w_sin, &row[half..2 * half])
+                        + dot8(&p.v, &row[2 * half..]);
+                }
+            }
         }
         Ok(out)
     }
@@ -375,6 +482,25 @@ impl PosteriorPath {
     pub fn from_prior<R: rand::Rng + ?Sized>(
         gp: &ExactGp,
         prior: PriorPath,
+        rng: &mut R,
+    ) -> Result<Self> {
+        let d = gp.dim();
+        let at_train: Vec<f64> = if prior.dim() == d {
+            gp.train_x()
+                .chunks_exact(d)
+                .map(|x| prior.value(x))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        Self::from_prior_values(gp, prior, &at_train, rng)
+    }
+
+    /// [`PosteriorPath::from_prior`] with the prior path's values at the training inputs given.
+    fn from_prior_values<R: rand::Rng + ?Sized>(
+        gp: &ExactGp,
+        prior: PriorPath,
+        at_train: &[f64],
         rng: &mut R,
     ) -> Result<Self> {
         let params = gp.params();
@@ -398,12 +524,12 @@ impl PosteriorPath {
         }
         let eps_sd = eps_var.sqrt();
         let train_x = gp.train_x().to_vec();
-        let resid: Vec<f64> = train_x
-            .chunks_exact(d)
+        let resid: Vec<f64> = at_train
+            .iter()
             .zip(gp.train_y())
-            .map(|(x, y)| {
+            .map(|(f, y)| {
                 let e: f64 = rng.sample(StandardNormal);
-                y - params.mean - prior.value(x) - eps_sd * e
+                y - params.mean - f - eps_sd * e
             })
             .collect();
         let v = if resid.is_empty() {

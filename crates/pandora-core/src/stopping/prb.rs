@@ -148,6 +148,46 @@ impl Prb {
         }
         Ok(out)
     }
+
+    /// Like [`Prb::sample_regrets`], but faster on a fixed point set: `samples` posterior paths
+    /// sharing one frequency draw ([`PosteriorPath::sample_batch`]; each path has its own weights
+    /// and noise) are evaluated together on `points` (row-major, on the unit cube) plus the
+    /// incumbent, and each path's maximum is taken over those points
+    /// ([`PosteriorPath::values_many`]). On a fine grid of a low-dimensional space this is an
+    /// exhaustive search (the reference code's 1-D protocol); the continuous maximum is
+    /// under-estimated by at most the grid's resolution.
+    pub fn sample_regrets_on_points(
+        &self,
+        state: &RunState<'_>,
+        samples: usize,
+        points: &[f64],
+    ) -> Result<Vec<f64>> {
+        let model = state.require_model(self.name())?;
+        let d = state.d;
+        if points.is_empty() || !points.len().is_multiple_of(d) {
+            return Err(Error::invalid(
+                "prb points",
+                "must be a non-empty row-major m x d array",
+            ));
+        }
+        let a = state.incumbent().0;
+        let mut pts = model.to_internal(points)?;
+        pts.extend(model.to_internal(&state.x[a * d..(a + 1) * d])?);
+        let m = pts.len() / d;
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(state.seed ^ 0x7072_6200);
+        let paths =
+            PosteriorPath::sample_batch(model.inner(), self.num_features, samples, &mut rng)?;
+        let values = PosteriorPath::values_many(&paths, &pts)?;
+        let y_std = model.outcome_scale().1;
+        Ok(values
+            .chunks_exact(m)
+            .map(|v| {
+                let at_hat = v[m - 1];
+                let max = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                (y_std * (max - at_hat)).max(0.0)
+            })
+            .collect())
+    }
 }
 
 impl StoppingRule for Prb {

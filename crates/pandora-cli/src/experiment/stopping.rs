@@ -1,0 +1,1422 @@
+//! Offline evaluation of stopping rules in experiments (`[stopping]`).
+//!
+//! Runs are never stopped early. After every BO iteration `t` (and once right after the initial
+//! design, `t = 0`) the statistics the configured rules need are computed on the posterior of
+//! `D_t`, the data *including* that iteration's evaluation (after-posterior-update semantics), and
+//! written to the run's trace as a `stopping` line carrying `t` and the number of observations
+//! ([`record`]). The summary then replays every rule on every run at every λ
+//! ([`replay_run`]): the stopping time is the first `t` at which the rule's condition holds (with
+//! the rule's burn-in and debounce), the run is charged `R_λ(t) = regret(t) + λ·cost(t)` with the
+//! regret and BO-phase cost of `D_t` itself, and a rule that never fires is charged the run's end
+//! and counted. Each run is replayed with its **own** statistics.
+//!
+//! Outputs: `summary/stopping_runs.csv` (one row per run × rule × λ) and `summary/stopping.csv`
+//! (per problem × policy × rule × λ, with the hindsight oracle and the best fixed iteration as
+//! extra rows).
+
+use super::config::{Plan, ResolvedPolicy, ResolvedProblem, splitmix64};
+use super::trace::{StoppingStats, Trace};
+use anyhow::{Context, Result, anyhow, bail};
+use pandora_core::gp::GpModel;
+use pandora_core::stopping::median::{LogEipcMed, SrGapMed};
+use pandora_core::stopping::pbgi::PbgiStopping;
+use pandora_core::stopping::prb::{Prb, SampleSchedule};
+use pandora_core::stopping::ucb_lcb::UcbLcb;
+use pandora_core::stopping::{
+    Candidates, CostInfo, Guard, OptimizerConfig, RuleConfig, RunState, StoppingConfig,
+    SuppliedStatistics, Trace as RegretTrace, evaluate_stop, replay,
+};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashSet};
+use std::fmt::Write as _;
+use std::time::Instant;
+
+fn yes() -> bool {
+    true
+}
+
+/// The `[stopping]` table of an experiment file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StoppingSection {
+    /// Cost scales λ at which every rule is evaluated (`R_λ = regret + λ·cost`; the PBGI rule's
+    /// threshold is `log λ`).
+    pub lambdas: Vec<f64>,
+    /// Rules: a name (`"pbgi"`, `"ucb-lcb"`, …, every default) or a table as in
+    /// `pandora_core::stopping::StoppingConfig` (`{ rule = "fixed-budget", max_iterations = 50 }`,
+    /// `{ rule = "pbgi", window = 20, burn_in = 20 }`), with an optional `label`.
+    pub rules: Vec<toml::Value>,
+    /// Evaluate a fixed-λ PBGI policy only at its own λ (the paper pairs PBGI(λ) with the rule
+    /// at λ; default true). Its λ must then be one of `lambdas`.
+    #[serde(default = "yes")]
+    pub policy_lambda_only: bool,
+    /// Raw Sobol points of the statistics' maximizations (default `200·d`).
+    pub raw_samples: Option<usize>,
+    /// L-BFGS-B restarts of the statistics' maximizations (default `10·d`).
+    pub num_restarts: Option<usize>,
+    /// 1-D problems only: also evaluate the LogEIPC and UCB statistics on this many evenly spaced
+    /// points of `[0, 1]` (the paper used an exhaustive 10 001-point grid in 1-D).
+    pub grid: Option<usize>,
+    /// 1-D problems only: maximize PRB's sample paths exhaustively on this many evenly spaced
+    /// points (paths sharing one frequency draw, evaluated together) instead of by multi-start
+    /// L-BFGS-B path by path.
+    pub prb_grid: Option<usize>,
+    /// Replacements under `--smoke`.
+    pub smoke: Option<StoppingSmoke>,
+}
+
+/// `[stopping.smoke]`: cheaper statistics under `--smoke`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StoppingSmoke {
+    /// PRB's sample schedule (`{ initial, growth, max }`).
+    pub prb_schedule: Option<SampleSchedule>,
+    /// PRB's random Fourier features per path.
+    pub prb_features: Option<usize>,
+    /// Raw samples of the statistics' maximizations.
+    pub raw_samples: Option<usize>,
+    /// Restarts of the statistics' maximizations.
+    pub num_restarts: Option<usize>,
+    /// 1-D grid size (0 turns the grid off).
+    pub grid: Option<usize>,
+    /// PRB's 1-D grid size (0 turns it off).
+    pub prb_grid: Option<usize>,
+}
+
+/// A rule with its label.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LabelledRule {
+    /// Label in the CSVs.
+    pub label: String,
+    /// The rule.
+    pub config: StoppingConfig,
+}
+
+/// PRB's statistic settings.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct PrbSpec {
+    /// Regret tolerance ε.
+    pub epsilon: f64,
+    /// Sample schedule (`S_0 = initial`, `S_{t+1} = min(⌈growth·S_t⌉, max)`).
+    pub schedule: SampleSchedule,
+    /// Random Fourier features per path.
+    pub num_features: usize,
+    /// 1-D grid on which the paths are maximized (`None`: multi-start L-BFGS-B per path).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grid: Option<usize>,
+}
+
+impl PrbSpec {
+    /// The number of sample paths at iteration `t`.
+    pub fn samples_at(&self, t: usize) -> usize {
+        let mut s = self.schedule.initial;
+        for _ in 0..t {
+            let next = self.schedule.next(s);
+            if next == s {
+                break;
+            }
+            s = next;
+        }
+        s
+    }
+}
+
+/// Which statistics a run records, and how they are maximized. This (not the replay settings)
+/// is part of a run's settings: changing λ or adding a rule that needs no new statistic keeps the
+/// traces valid.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StatisticsSpec {
+    /// `max LogEIPC` (PBGI rule).
+    pub log_eipc: bool,
+    /// `max LogEIPC-inv` (LogEIPC-med).
+    pub log_eipc_inv: bool,
+    /// UCB-LCB.
+    pub ucb_lcb: bool,
+    /// SRGap.
+    pub srgap: bool,
+    /// PRB.
+    pub prb: Option<PrbSpec>,
+    /// Raw samples of the maximizations.
+    pub raw_samples: Option<usize>,
+    /// Restarts of the maximizations.
+    pub num_restarts: Option<usize>,
+    /// 1-D grid size.
+    pub grid: Option<usize>,
+}
+
+impl StatisticsSpec {
+    fn optimizer(&self) -> OptimizerConfig {
+        OptimizerConfig {
+            raw_samples: self.raw_samples,
+            num_restarts: self.num_restarts,
+        }
+    }
+}
+
+/// The resolved `[stopping]` section.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StoppingPlan {
+    /// The λ values.
+    pub lambdas: Vec<f64>,
+    /// The rules.
+    pub rules: Vec<LabelledRule>,
+    /// See [`StoppingSection::policy_lambda_only`].
+    pub policy_lambda_only: bool,
+    /// What every run records.
+    pub statistics: StatisticsSpec,
+}
+
+fn rule_name(c: &RuleConfig) -> &'static str {
+    match c {
+        RuleConfig::Pbgi { .. } => "pbgi",
+        RuleConfig::UcbLcb { .. } => "ucb-lcb",
+        RuleConfig::LogEipcMed { .. } => "log-eipc-med",
+        RuleConfig::SrgapMed { .. } => "srgap-med",
+        RuleConfig::Prb { .. } => "prb",
+        RuleConfig::Convergence { .. } => "convergence",
+        RuleConfig::Gss { .. } => "gss",
+        RuleConfig::FixedBudget { .. } => "fixed-budget",
+        RuleConfig::Never => "never",
+    }
+}
+
+fn parse_rule(v: &toml::Value) -> Result<LabelledRule> {
+    match v {
+        toml::Value::String(name) => {
+            let config = StoppingConfig::from_name(name).map_err(|e| anyhow!("{e}"))?;
+            Ok(LabelledRule {
+                label: rule_name(&config.rule).to_string(),
+                config,
+            })
+        }
+        toml::Value::Table(t) => {
+            let mut t = t.clone();
+            let label = match t.remove("label") {
+                Some(toml::Value::String(s)) => Some(s),
+                Some(other) => bail!("a rule's label must be a string, got {other}"),
+                None => None,
+            };
+            if t.contains_key("optimizer") {
+                bail!(
+                    "set the statistics' maximization with [stopping] raw_samples / num_restarts, \
+                     not per rule"
+                );
+            }
+            let config: StoppingConfig = toml::Value::Table(t.clone())
+                .try_into()
+                .map_err(|e| anyhow!("rule {}: {e}", toml::Value::Table(t.clone())))?;
+            let label = label.unwrap_or_else(|| {
+                let params: Vec<String> = t
+                    .iter()
+                    .filter(|(k, _)| k.as_str() != "rule")
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect();
+                if params.is_empty() {
+                    rule_name(&config.rule).to_string()
+                } else {
+                    format!("{}({})", rule_name(&config.rule), params.join(","))
+                }
+            });
+            Ok(LabelledRule { label, config })
+        }
+        other => bail!("a rule is a name or a table, got {other}"),
+    }
+}
+
+impl StoppingSection {
+    /// Resolves the section for `problems` and `policies` (with `[stopping.smoke]` if `smoke`).
+    pub fn resolve(
+        &self,
+        smoke: bool,
+        problems: &[ResolvedProblem],
+        policies: &[ResolvedPolicy],
+    ) -> Result<StoppingPlan> {
+        if self.lambdas.is_empty() {
+            bail!("[stopping] lambdas is empty");
+        }
+        let mut seen = Vec::new();
+        for &l in &self.lambdas {
+            if !(l.is_finite() && l > 0.0) {
+                bail!("[stopping] every lambda must be finite and > 0, got {l}");
+            }
+            if seen.contains(&l) {
+                bail!("[stopping] lambda {l} is listed twice");
+            }
+            seen.push(l);
+        }
+        if self.rules.is_empty() {
+            bail!("[stopping] rules is empty");
+        }
+        let mut rules = Vec::new();
+        let mut labels = HashSet::new();
+        for v in &self.rules {
+            let r = parse_rule(v).context("[stopping] rules")?;
+            if !labels.insert(r.label.clone()) {
+                bail!(
+                    "[stopping] two rules have the label '{}'; set distinct `label`s",
+                    r.label
+                );
+            }
+            if let RuleConfig::Pbgi {
+                lambda: Some(_), ..
+            } = r.config.rule
+            {
+                bail!(
+                    "[stopping] rule '{}': λ comes from `lambdas`, do not set it per rule",
+                    r.label
+                );
+            }
+            // Validates the parameters.
+            r.config
+                .build(Some(self.lambdas[0]))
+                .map_err(|e| anyhow!("[stopping] rule '{}': {e}", r.label))?;
+            rules.push(r);
+        }
+        let s = if smoke {
+            self.smoke.clone().unwrap_or_default()
+        } else {
+            StoppingSmoke::default()
+        };
+        let mut prb: Option<PrbSpec> = None;
+        let mut spec = StatisticsSpec {
+            log_eipc: false,
+            log_eipc_inv: false,
+            ucb_lcb: false,
+            srgap: false,
+            prb: None,
+            raw_samples: s.raw_samples.or(self.raw_samples),
+            num_restarts: s.num_restarts.or(self.num_restarts),
+            grid: match s.grid.or(self.grid) {
+                Some(0) | None => None,
+                Some(g) => Some(g),
+            },
+        };
+        for r in &rules {
+            match &r.config.rule {
+                RuleConfig::Pbgi { .. } => spec.log_eipc = true,
+                RuleConfig::LogEipcMed { .. } => spec.log_eipc_inv = true,
+                RuleConfig::UcbLcb { .. } => spec.ucb_lcb = true,
+                RuleConfig::SrgapMed { .. } => spec.srgap = true,
+                RuleConfig::Prb {
+                    epsilon,
+                    schedule,
+                    num_features,
+                    ..
+                } => {
+                    let p = PrbSpec {
+                        epsilon: *epsilon,
+                        schedule: s.prb_schedule.unwrap_or(*schedule),
+                        num_features: s.prb_features.unwrap_or(*num_features),
+                        grid: match s.prb_grid.or(self.prb_grid) {
+                            Some(0) | None => None,
+                            Some(g) => Some(g),
+                        },
+                    };
+                    match prb {
+                        Some(q) if q != p => bail!(
+                            "[stopping] PRB rules must share epsilon, schedule and num_features \
+                             (their statistic is recorded once per iteration)"
+                        ),
+                        _ => prb = Some(p),
+                    }
+                }
+                _ => {}
+            }
+        }
+        spec.prb = prb;
+        let prb_grid = spec.prb.and_then(|p| p.grid);
+        for g in [spec.grid, prb_grid].into_iter().flatten() {
+            if !(2..=1_000_000).contains(&g) {
+                bail!("[stopping] grid must be between 2 and 1 000 000 points, got {g}");
+            }
+            if let Some(p) = problems.iter().find(|p| p.config.dim != 1) {
+                bail!(
+                    "[stopping] grid is for 1-D problems; '{}' has d = {}",
+                    p.label,
+                    p.config.dim
+                );
+            }
+        }
+        if self.policy_lambda_only {
+            for p in policies {
+                if p.config.acquisition == "pbgi"
+                    && let Some(l) = p.config.lambda
+                    && !self.lambdas.contains(&l)
+                {
+                    bail!(
+                        "[stopping] policy '{}' has λ = {l}, which is not in `lambdas` \
+                         (policy_lambda_only = true evaluates it only at its own λ)",
+                        p.label
+                    );
+                }
+            }
+        }
+        Ok(StoppingPlan {
+            lambdas: self.lambdas.clone(),
+            rules,
+            policy_lambda_only: self.policy_lambda_only,
+            statistics: spec,
+        })
+    }
+}
+
+impl StoppingPlan {
+    /// The λ values at which runs of `policy` are evaluated.
+    pub fn lambdas_for(&self, policy: &ResolvedPolicy) -> Vec<f64> {
+        if self.policy_lambda_only
+            && policy.config.acquisition == "pbgi"
+            && let Some(l) = policy.config.lambda
+        {
+            return vec![l];
+        }
+        self.lambdas.clone()
+    }
+}
+
+/// Seed of the statistics at observation count `n` of a run with step seed `step_seed`.
+pub fn statistics_seed(step_seed: u64) -> u64 {
+    splitmix64(step_seed ^ 0x7374_6f70)
+}
+
+/// What [`record`] needs: the data `D_t`, its posterior (and that of `D_{t−1}` for SRGap), the
+/// problem's cost information and a seed.
+pub struct RecordInputs<'a> {
+    /// Dimension.
+    pub d: usize,
+    /// Points of `D_t`, row-major.
+    pub x: &'a [f64],
+    /// Values of `D_t`.
+    pub y: &'a [f64],
+    /// Costs of `D_t`.
+    pub cost: &'a [f64],
+    /// Initial-design size.
+    pub n_initial: usize,
+    /// The posterior on `D_t`.
+    pub model: &'a GpModel,
+    /// The posterior on `D_{t−1}` (`None` at `t = 0`).
+    pub previous: Option<&'a GpModel>,
+    /// The problem's costs as the rules see them.
+    pub cost_info: CostInfo<'a>,
+    /// Seed of the maximizations and of PRB's paths.
+    pub seed: u64,
+}
+
+fn finite(v: f64) -> Option<f64> {
+    v.is_finite().then_some(v)
+}
+
+/// Computes the statistics of `spec` on `D_t` (iteration `t = n − n_initial`).
+pub fn record(spec: &StatisticsSpec, inp: &RecordInputs<'_>) -> Result<StoppingStats> {
+    let t0 = Instant::now();
+    let grid: Option<Vec<f64>> = spec.grid.map(|m| {
+        (0..m)
+            .map(|i| i as f64 / (m - 1) as f64)
+            .collect::<Vec<f64>>()
+    });
+    let mut state = RunState::new(inp.d, inp.x, inp.y, inp.cost, inp.n_initial);
+    state.model = Some(inp.model);
+    state.previous_model = inp.previous;
+    state.cost_info = inp.cost_info;
+    state.seed = inp.seed;
+    state.candidates = grid.as_ref().map(|g| Candidates {
+        points: g,
+        exclusive: false,
+    });
+    let t = state.iteration();
+    let opt = spec.optimizer();
+    let g = Guard::default();
+    let err = |what: &str| format!("stopping statistic {what} at iteration {t}");
+    let mut out = StoppingStats {
+        iteration: t,
+        n: inp.y.len(),
+        best: state.incumbent().1,
+        cumulative_cost: state.cumulative_cost(),
+        max_log_eipc: None,
+        max_log_eipc_inv: None,
+        ucb_lcb: None,
+        srgap: None,
+        prb: None,
+        prb_samples: None,
+        params: None,
+        seconds: 0.0,
+        seconds_prb: None,
+    };
+    if spec.log_eipc {
+        let v = PbgiStopping::new(1.0, 1, g, opt)?
+            .max_log_eipc(&state)
+            .with_context(|| err("max_log_eipc"))?
+            .0;
+        // −∞ is possible only when every candidate of an exclusive set was evaluated; the
+        // experiment's search space is continuous.
+        out.max_log_eipc = Some(v);
+    }
+    if spec.log_eipc_inv {
+        out.max_log_eipc_inv = match out.max_log_eipc {
+            // Known or uniform costs: the two conventions are the same function.
+            Some(v) if !inp.cost_info.is_unknown() => Some(v),
+            _ => Some(
+                LogEipcMed::new(0.01, 20, g, opt)?
+                    .statistic(&state)
+                    .with_context(|| err("max_log_eipc_inv"))?,
+            ),
+        };
+    }
+    if spec.ucb_lcb {
+        out.ucb_lcb = Some(
+            UcbLcb::new(0.01, 1, g, opt)?
+                .statistic(&state)
+                .with_context(|| err("ucb_lcb"))?,
+        );
+    }
+    if spec.srgap {
+        out.srgap = finite(
+            SrGapMed::new(0.01, 20, g)?
+                .statistic(&state)
+                .with_context(|| err("srgap"))?,
+        );
+    }
+    if let Some(p) = &spec.prb {
+        let tp = Instant::now();
+        // PRB maximizes its sample paths on its own grid (all paths at once), or with its own
+        // multi-start defaults (100·d Sobol points, 2 restarts) path by path, not on the
+        // statistics' grid.
+        let mut plain = state;
+        plain.candidates = None;
+        let rule = Prb::new(
+            p.epsilon,
+            0.05,
+            p.schedule,
+            p.num_features,
+            g,
+            OptimizerConfig::default(),
+        )?;
+        let samples = p.samples_at(t);
+        let regrets = match p.grid {
+            Some(m) => {
+                let pts: Vec<f64> = (0..m).map(|i| i as f64 / (m - 1) as f64).collect();
+                rule.sample_regrets_on_points(&plain, samples, &pts)
+            }
+            None => rule.sample_regrets(&plain, samples),
+        }
+        .with_context(|| err("prb"))?;
+        out.prb =
+            Some(regrets.iter().filter(|&&r| r <= p.epsilon).count() as f64 / regrets.len() as f64);
+        out.prb_samples = Some(samples);
+        out.seconds_prb = Some(tp.elapsed().as_secs_f64());
+    }
+    for v in [out.max_log_eipc, out.max_log_eipc_inv, out.ucb_lcb, out.prb]
+        .into_iter()
+        .flatten()
+    {
+        if v.is_nan() {
+            bail!("{}: NaN", err("computation"));
+        }
+    }
+    out.seconds = t0.elapsed().as_secs_f64();
+    Ok(out)
+}
+
+/// One run × rule × λ.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunRow {
+    /// Problem label.
+    pub problem: String,
+    /// Policy label.
+    pub policy: String,
+    /// Run seed.
+    pub seed: u64,
+    /// Rule label.
+    pub rule: String,
+    /// λ.
+    pub lambda: f64,
+    /// Stopping iteration `t` (BO evaluations in the data kept; the run's end if never fired).
+    pub stop: usize,
+    /// Whether the rule fired.
+    pub fired: bool,
+    /// The run's last iteration `T`.
+    pub run_length: usize,
+    /// Simple regret at the stop.
+    pub simple_regret: f64,
+    /// BO-phase cumulative cost at the stop.
+    pub cumulative_cost: f64,
+    /// `R_λ` at the stop.
+    pub cost_adjusted_regret: f64,
+    /// The hindsight-optimal iteration.
+    pub hindsight_index: usize,
+    /// `R_λ` there.
+    pub hindsight_regret: f64,
+    /// `R_λ(stop) − R_λ(hindsight)`.
+    pub gap_to_hindsight: f64,
+}
+
+/// A complete run's regret trace and the data to replay rules on it.
+pub struct RunData {
+    /// Dimension.
+    pub d: usize,
+    /// All points, row-major.
+    pub x: Vec<f64>,
+    /// All values.
+    pub y: Vec<f64>,
+    /// All costs.
+    pub cost: Vec<f64>,
+    /// Initial-design size.
+    pub n_initial: usize,
+    /// Regret and cost for `t = 0..=T`.
+    pub trace: RegretTrace,
+    /// Statistics for `t = 0..=T`.
+    pub supplied: Vec<SuppliedStatistics>,
+}
+
+/// Extracts the replay data of a complete trace, with regret against `reference` (the optimum or
+/// the best value of the instance). Errors if the stopping lines do not cover `t = 0..=T`.
+pub fn run_data(t: &Trace, reference: f64, spec: &StatisticsSpec) -> Result<RunData> {
+    let d = t.header.dim;
+    let n_initial = t.steps.iter().take_while(|s| s.phase == "initial").count();
+    if n_initial == 0 {
+        bail!("the trace has no initial design");
+    }
+    let last = t.steps.len() - n_initial;
+    if t.stopping.len() != last + 1 {
+        bail!(
+            "the trace has stopping statistics for {} of its {} iterations (0..={last})",
+            t.stopping.len(),
+            last + 1
+        );
+    }
+    let scale = t.header.regret_scale;
+    let mut regret = Vec::with_capacity(last + 1);
+    let mut cum = Vec::with_capacity(last + 1);
+    let mut supplied = Vec::with_capacity(last + 1);
+    for (i, st) in t.stopping.iter().enumerate() {
+        let s = &t.steps[n_initial - 1 + i];
+        if st.iteration != i || st.n != n_initial + i {
+            bail!(
+                "stopping line {i} is for iteration {} (n = {})",
+                st.iteration,
+                st.n
+            );
+        }
+        regret.push(scale * (reference - s.best));
+        cum.push(s.cumulative_cost);
+        let need = |on: bool, v: Option<f64>, what: &str| -> Result<Option<f64>> {
+            match (on, v) {
+                (false, _) => Ok(None),
+                (true, Some(v)) => Ok(Some(v)),
+                (true, None) => bail!("stopping line {i} lacks {what}"),
+            }
+        };
+        supplied.push(SuppliedStatistics {
+            max_log_eipc_exp: need(spec.log_eipc, st.max_log_eipc, "max_log_eipc")?,
+            max_log_eipc_inv: need(spec.log_eipc_inv, st.max_log_eipc_inv, "max_log_eipc_inv")?,
+            ucb_lcb: need(spec.ucb_lcb, st.ucb_lcb, "ucb_lcb")?,
+            // Undefined at t = 0 (no previous posterior): NaN never triggers.
+            srgap: spec.srgap.then(|| st.srgap.unwrap_or(f64::NAN)),
+            prb: need(spec.prb.is_some(), st.prb, "prb")?,
+            max_pbgi_index: None,
+        });
+    }
+    Ok(RunData {
+        d,
+        x: t.steps.iter().flat_map(|s| s.x.iter().copied()).collect(),
+        y: t.steps.iter().map(|s| s.y).collect(),
+        cost: t.steps.iter().map(|s| s.cost).collect(),
+        n_initial,
+        trace: RegretTrace::new(regret, cum).map_err(|e| anyhow!("{e}"))?,
+        supplied,
+    })
+}
+
+/// The stopping iteration of `rule` at `lambda` on a run (`None`: never fired).
+pub fn stop_of(rule: &StoppingConfig, lambda: f64, data: &RunData) -> Result<Option<usize>> {
+    let mut r = rule.build(Some(lambda)).map_err(|e| anyhow!("{e}"))?;
+    let rep = replay(
+        r.as_mut(),
+        data.d,
+        &data.x,
+        &data.y,
+        &data.cost,
+        data.n_initial,
+        &data.supplied,
+    )
+    .map_err(|e| anyhow!("{e}"))?;
+    Ok(rep.stop)
+}
+
+/// Every rule × λ of `plan` on one complete run.
+pub fn replay_run(
+    sp: &StoppingPlan,
+    policy: &ResolvedPolicy,
+    t: &Trace,
+    reference: f64,
+) -> Result<Vec<RunRow>> {
+    let data = run_data(t, reference, &sp.statistics)?;
+    let mut rows = Vec::new();
+    for rule in &sp.rules {
+        // Rules other than PBGI do not depend on λ: replay them once.
+        let fixed = if matches!(rule.config.rule, RuleConfig::Pbgi { .. }) {
+            None
+        } else {
+            Some(stop_of(&rule.config, sp.lambdas[0], &data)?)
+        };
+        for lambda in sp.lambdas_for(policy) {
+            let stop = match fixed {
+                Some(s) => s,
+                None => stop_of(&rule.config, lambda, &data)?,
+            };
+            let o = evaluate_stop(&data.trace, lambda, stop).map_err(|e| anyhow!("{e}"))?;
+            rows.push(RunRow {
+                problem: t.header.problem.clone(),
+                policy: t.header.policy.clone(),
+                seed: t.header.seed,
+                rule: rule.label.clone(),
+                lambda,
+                stop: o.index,
+                fired: o.fired,
+                run_length: data.trace.len() - 1,
+                simple_regret: o.simple_regret,
+                cumulative_cost: o.cumulative_cost,
+                cost_adjusted_regret: o.cost_adjusted_regret,
+                hindsight_index: o.hindsight_index,
+                hindsight_regret: o.hindsight_regret,
+                gap_to_hindsight: o.gap_to_hindsight,
+            });
+        }
+    }
+    Ok(rows)
+}
+
+/// Statistics of one problem × policy × rule × λ over runs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GroupRow {
+    /// Problem label.
+    pub problem: String,
+    /// Policy label.
+    pub policy: String,
+    /// Rule label, or `hindsight` (the per-run oracle) or `best-fixed` (the single iteration
+    /// minimizing the mean `R_λ` over the runs, an oracle too).
+    pub rule: String,
+    /// λ.
+    pub lambda: f64,
+    /// Runs.
+    pub n: usize,
+    /// Mean `R_λ` at the stop.
+    pub mean_r: f64,
+    /// Its standard error (sample standard deviation / √n; 0 for one run).
+    pub se_r: f64,
+    /// Mean stopping iteration.
+    pub mean_stop: f64,
+    /// Runs in which the rule never fired.
+    pub never_fired: usize,
+    /// Mean simple regret at the stop.
+    pub mean_regret: f64,
+    /// Mean BO-phase cost at the stop.
+    pub mean_cost: f64,
+    /// Mean gap to the per-run hindsight optimum.
+    pub mean_gap: f64,
+}
+
+fn mean_se(v: &[f64]) -> (f64, f64) {
+    let n = v.len() as f64;
+    let m = v.iter().sum::<f64>() / n;
+    let se = if v.len() > 1 {
+        (v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (n - 1.0) / n).sqrt()
+    } else {
+        0.0
+    };
+    (m, se)
+}
+
+/// One run's outcome in a group: stop, fired, `R`, regret, cost, gap to hindsight.
+type Item = (usize, bool, f64, f64, f64, f64);
+
+fn group_row(key: (&str, &str, &str, f64), items: &[Item]) -> GroupRow {
+    let r: Vec<f64> = items.iter().map(|i| i.2).collect();
+    let (mean_r, se_r) = mean_se(&r);
+    let n = items.len() as f64;
+    let avg = |f: fn(&Item) -> f64| items.iter().map(f).sum::<f64>() / n;
+    GroupRow {
+        problem: key.0.to_string(),
+        policy: key.1.to_string(),
+        rule: key.2.to_string(),
+        lambda: key.3,
+        n: items.len(),
+        mean_r,
+        se_r,
+        mean_stop: avg(|i| i.0 as f64),
+        never_fired: items.iter().filter(|i| !i.1).count(),
+        mean_regret: avg(|i| i.3),
+        mean_cost: avg(|i| i.4),
+        mean_gap: avg(|i| i.5),
+    }
+}
+
+/// The mean `R_λ(t)` over a group's runs when every run is stopped at the same iteration `t`
+/// (a run shorter than `t` is charged its end).
+#[derive(Debug, Clone, PartialEq)]
+pub struct FixedCurve {
+    /// Problem label.
+    pub problem: String,
+    /// Policy label.
+    pub policy: String,
+    /// λ.
+    pub lambda: f64,
+    /// `mean_r[t]` for `t = 0..` the longest run.
+    pub mean_r: Vec<f64>,
+}
+
+/// Aggregates run rows (in the plan's problem, policy, rule and λ order) and adds the
+/// `hindsight` and `best-fixed` oracles per problem × policy × λ. `curves[(problem, policy,
+/// seed)]` are the runs' `(regret, cost)` traces for the fixed-iteration oracle. Also returns
+/// the fixed-iteration mean curves.
+pub fn aggregate(
+    plan: &Plan,
+    sp: &StoppingPlan,
+    rows: &[RunRow],
+    curves: &BTreeMap<(String, String, u64), RegretTrace>,
+) -> (Vec<GroupRow>, Vec<FixedCurve>) {
+    let mut out = Vec::new();
+    let mut fixed_curves = Vec::new();
+    for prob in &plan.problems {
+        for pol in &plan.policies {
+            for lambda in sp.lambdas_for(pol) {
+                let mine: Vec<&RunRow> = rows
+                    .iter()
+                    .filter(|r| {
+                        r.problem == prob.label && r.policy == pol.label && r.lambda == lambda
+                    })
+                    .collect();
+                if mine.is_empty() {
+                    continue;
+                }
+                for rule in &sp.rules {
+                    let items: Vec<Item> = mine
+                        .iter()
+                        .filter(|r| r.rule == rule.label)
+                        .map(|r| {
+                            (
+                                r.stop,
+                                r.fired,
+                                r.cost_adjusted_regret,
+                                r.simple_regret,
+                                r.cumulative_cost,
+                                r.gap_to_hindsight,
+                            )
+                        })
+                        .collect();
+                    if !items.is_empty() {
+                        out.push(group_row(
+                            (&prob.label, &pol.label, &rule.label, lambda),
+                            &items,
+                        ));
+                    }
+                }
+                // The oracles, from the runs' traces (one per seed).
+                let first_rule = &sp.rules[0].label;
+                let runs: Vec<(&RunRow, &RegretTrace)> = mine
+                    .iter()
+                    .filter(|r| &r.rule == first_rule)
+                    .filter_map(|r| {
+                        curves
+                            .get(&(r.problem.clone(), r.policy.clone(), r.seed))
+                            .map(|c| (*r, c))
+                    })
+                    .collect();
+                if runs.is_empty() {
+                    continue;
+                }
+                let hind: Vec<Item> = runs
+                    .iter()
+                    .map(|(r, c)| {
+                        let h = r.hindsight_index;
+                        (
+                            h,
+                            true,
+                            r.hindsight_regret,
+                            c.simple_regret[h],
+                            c.cumulative_cost[h],
+                            0.0,
+                        )
+                    })
+                    .collect();
+                out.push(group_row(
+                    (&prob.label, &pol.label, "hindsight", lambda),
+                    &hind,
+                ));
+                let longest = runs.iter().map(|(_, c)| c.len()).max().unwrap_or(1);
+                let at = |c: &RegretTrace, t: usize| {
+                    let i = t.min(c.len() - 1);
+                    (
+                        i,
+                        c.simple_regret[i] + lambda * c.cumulative_cost[i],
+                        c.simple_regret[i],
+                        c.cumulative_cost[i],
+                    )
+                };
+                let mut best_t = 0;
+                let mut best_mean = f64::INFINITY;
+                let mut mean_r = Vec::with_capacity(longest);
+                for t in 0..longest {
+                    let m = runs.iter().map(|(_, c)| at(c, t).1).sum::<f64>() / runs.len() as f64;
+                    mean_r.push(m);
+                    if m < best_mean {
+                        best_mean = m;
+                        best_t = t;
+                    }
+                }
+                fixed_curves.push(FixedCurve {
+                    problem: prob.label.clone(),
+                    policy: pol.label.clone(),
+                    lambda,
+                    mean_r,
+                });
+                let fixed: Vec<Item> = runs
+                    .iter()
+                    .map(|(r, c)| {
+                        let (i, rr, reg, cost) = at(c, best_t);
+                        (i, true, rr, reg, cost, rr - r.hindsight_regret)
+                    })
+                    .collect();
+                out.push(group_row(
+                    (&prob.label, &pol.label, "best-fixed", lambda),
+                    &fixed,
+                ));
+            }
+        }
+    }
+    (out, fixed_curves)
+}
+
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+/// `stopping_runs.csv`.
+pub fn runs_csv(rows: &[RunRow]) -> String {
+    let mut out = String::from(
+        "problem,policy,seed,rule,lambda,stop,fired,run_length,simple_regret,cumulative_cost,\
+         cost_adjusted_regret,hindsight_index,hindsight_regret,gap_to_hindsight\n",
+    );
+    for r in rows {
+        let _ = writeln!(
+            out,
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            csv_field(&r.problem),
+            csv_field(&r.policy),
+            r.seed,
+            csv_field(&r.rule),
+            r.lambda,
+            r.stop,
+            r.fired,
+            r.run_length,
+            r.simple_regret,
+            r.cumulative_cost,
+            r.cost_adjusted_regret,
+            r.hindsight_index,
+            r.hindsight_regret,
+            r.gap_to_hindsight
+        );
+    }
+    out
+}
+
+/// `stopping.csv`.
+pub fn groups_csv(rows: &[GroupRow]) -> String {
+    let mut out = String::from(
+        "problem,policy,rule,lambda,n,mean_r,se_r,mean_stop,never_fired,never_fired_fraction,\
+         mean_regret,mean_cost,mean_gap_to_hindsight\n",
+    );
+    for r in rows {
+        let _ = writeln!(
+            out,
+            "{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            csv_field(&r.problem),
+            csv_field(&r.policy),
+            csv_field(&r.rule),
+            r.lambda,
+            r.n,
+            r.mean_r,
+            r.se_r,
+            r.mean_stop,
+            r.never_fired,
+            r.never_fired as f64 / r.n as f64,
+            r.mean_regret,
+            r.mean_cost,
+            r.mean_gap
+        );
+    }
+    out
+}
+
+fn fmt(v: f64) -> String {
+    if v == 0.0 {
+        "0".into()
+    } else if v.abs() >= 1e-3 && v.abs() < 1e4 {
+        format!("{v:.4}")
+    } else {
+        format!("{v:.2e}")
+    }
+}
+
+/// A text table per problem and λ: rules × policies, cells `mean R ± s.e. (mean stop, never
+/// fired)`.
+pub fn table(plan: &Plan, sp: &StoppingPlan, rows: &[GroupRow]) -> String {
+    let mut out = String::new();
+    let mut rules: Vec<String> = sp.rules.iter().map(|r| r.label.clone()).collect();
+    rules.push("hindsight".into());
+    rules.push("best-fixed".into());
+    for prob in &plan.problems {
+        for &lambda in &sp.lambdas {
+            let cols: Vec<&ResolvedPolicy> = plan
+                .policies
+                .iter()
+                .filter(|p| {
+                    rows.iter().any(|r| {
+                        r.problem == prob.label && r.policy == p.label && r.lambda == lambda
+                    })
+                })
+                .collect();
+            if cols.is_empty() {
+                continue;
+            }
+            let _ = writeln!(
+                out,
+                "== {} — λ = {lambda}: mean cost-adjusted regret ± s.e. (mean stop; runs never \
+                 fired)",
+                prob.label
+            );
+            let mut head = format!("{:<26}", "rule");
+            for p in &cols {
+                head += &format!(" {:>34}", p.label);
+            }
+            let _ = writeln!(out, "{head}");
+            for rule in &rules {
+                let mut line = format!("{rule:<26}");
+                for p in &cols {
+                    let cell = rows
+                        .iter()
+                        .find(|r| {
+                            r.problem == prob.label
+                                && r.policy == p.label
+                                && r.lambda == lambda
+                                && &r.rule == rule
+                        })
+                        .map_or("-".to_string(), |r| {
+                            format!(
+                                "{} ± {} ({:.1}; {})",
+                                fmt(r.mean_r),
+                                fmt(r.se_r),
+                                r.mean_stop,
+                                r.never_fired
+                            )
+                        });
+                    line += &format!(" {cell:>34}");
+                }
+                let _ = writeln!(out, "{line}");
+            }
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// The offline evaluation of an experiment's stopping rules.
+#[derive(Debug, Clone)]
+pub struct Evaluation {
+    /// One row per run × rule × λ.
+    pub rows: Vec<RunRow>,
+    /// One row per problem × policy × rule × λ (oracles included).
+    pub groups: Vec<GroupRow>,
+    /// Fixed-iteration mean curves per problem × policy × λ.
+    pub curves: Vec<FixedCurve>,
+    /// Runs left out because they were incomplete.
+    pub incomplete: usize,
+}
+
+/// Replays every complete run of `plan` (with `references[(problem, problem_seed)]` the regret
+/// reference).
+pub fn evaluate(
+    plan: &Plan,
+    sp: &StoppingPlan,
+    traces: &[Trace],
+    references: &BTreeMap<(String, u64), f64>,
+) -> Result<Evaluation> {
+    let mut rows = Vec::new();
+    let mut curves = BTreeMap::new();
+    let mut incomplete = 0;
+    for prob in &plan.problems {
+        for pol in &plan.policies {
+            for t in traces
+                .iter()
+                .filter(|t| t.header.problem == prob.label && t.header.policy == pol.label)
+            {
+                if t.end.is_none() {
+                    incomplete += 1;
+                    continue;
+                }
+                let reference = references
+                    .get(&(prob.label.clone(), t.header.problem_seed))
+                    .copied()
+                    .ok_or_else(|| anyhow!("no regret reference for {}", t.header.problem))?;
+                let name = format!(
+                    "{} / {} / seed {}",
+                    t.header.problem, t.header.policy, t.header.seed
+                );
+                let data = run_data(t, reference, &sp.statistics).with_context(|| name.clone())?;
+                curves.insert(
+                    (prob.label.clone(), pol.label.clone(), t.header.seed),
+                    data.trace.clone(),
+                );
+                rows.extend(replay_run(sp, pol, t, reference).with_context(|| name.clone())?);
+            }
+        }
+    }
+    let (groups, curves) = aggregate(plan, sp, &rows, &curves);
+    Ok(Evaluation {
+        rows,
+        groups,
+        curves,
+        incomplete,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::config::parse;
+    use super::super::trace::{End, Header, Step};
+    use super::*;
+
+    const CONFIG: &str = r#"
+[experiment]
+name = "hand"
+seeds = 1
+max_evaluations = 4
+initial_design = 2
+
+[[problem]]
+objective = "ackley"
+dim = 1
+
+[[policy]]
+acquisition = "log_ei"
+
+[[policy]]
+acquisition = "pbgi"
+lambda = 0.1
+
+[stopping]
+lambdas = [0.1, 0.5]
+rules = [
+  "pbgi",
+  "ucb-lcb",
+  "prb",
+  { rule = "convergence", window = 2 },
+  { rule = "fixed-budget", max_iterations = 3 },
+  { rule = "pbgi", debounce = 2, label = "pbgi-debounced" },
+  { rule = "pbgi", burn_in = 3 },
+]
+"#;
+
+    /// A hand-made run: two initial points (best −2), then four BO steps with values
+    /// −1, −1.5, −0.5, −0.6 and costs 1, 2, 1, 1 (optimum 0).
+    fn hand_trace(policy: &str) -> Trace {
+        let ys = [-3.0, -2.0, -1.0, -1.5, -0.5, -0.6];
+        let cs = [1.0, 1.0, 1.0, 2.0, 1.0, 1.0];
+        let mut steps = Vec::new();
+        let (mut best, mut cum, mut total) = (f64::NEG_INFINITY, 0.0, 0.0);
+        for (k, (&y, &c)) in ys.iter().zip(&cs).enumerate() {
+            best = f64::max(best, y);
+            total += c;
+            if k >= 2 {
+                cum += c;
+            }
+            steps.push(Step {
+                k,
+                phase: if k < 2 { "initial" } else { "model" }.into(),
+                x: vec![0.1 * k as f64],
+                y,
+                cost: c,
+                cumulative_cost: cum,
+                total_cost: total,
+                best,
+                regret: Some(-best),
+                acquisition_value: None,
+                lambda: None,
+                predicted_cost: None,
+                params: None,
+                seconds_propose: 0.0,
+                seconds_eval: 0.0,
+            });
+        }
+        let log_eipc = [0.0, -1.0, -2.0, -3.0, -4.0];
+        let ucb = [1.0, 0.5, 0.005, 0.2, 0.001];
+        let prb = [0.5, 0.9, 0.96, 0.97, 0.99];
+        let stopping = (0..5)
+            .map(|t| StoppingStats {
+                iteration: t,
+                n: 2 + t,
+                best: steps[1 + t].best,
+                cumulative_cost: steps[1 + t].cumulative_cost,
+                max_log_eipc: Some(log_eipc[t]),
+                max_log_eipc_inv: None,
+                ucb_lcb: Some(ucb[t]),
+                srgap: None,
+                prb: Some(prb[t]),
+                prb_samples: Some(64),
+                params: None,
+                seconds: 0.0,
+                seconds_prb: None,
+            })
+            .collect();
+        Trace {
+            header: Header {
+                version: 1,
+                experiment: "hand".into(),
+                problem: "ackley-d1-uniform".into(),
+                policy: policy.into(),
+                acquisition: policy.into(),
+                seed: 0,
+                problem_seed: 0,
+                dim: 1,
+                optimum: Some(0.0),
+                regret_scale: 1.0,
+                budget: None,
+                max_evaluations: Some(4),
+                cost_setting: "uniform".into(),
+                settings: serde_json::Value::Null,
+            },
+            steps,
+            stopping,
+            end: Some(End {
+                reason: "max_evaluations".into(),
+                evaluations: 6,
+                cumulative_cost: 5.0,
+            }),
+            torn: false,
+        }
+    }
+
+    fn find<'a>(rows: &'a [RunRow], rule: &str, lambda: f64) -> &'a RunRow {
+        rows.iter()
+            .find(|r| r.rule == rule && r.lambda == lambda)
+            .unwrap_or_else(|| panic!("no row {rule} at {lambda}"))
+    }
+
+    #[test]
+    fn replay_matches_a_hand_computed_trace() {
+        let plan = parse(CONFIG).unwrap().resolve(false).unwrap();
+        let sp = plan.stopping.clone().unwrap();
+        assert!(sp.statistics.log_eipc && sp.statistics.ucb_lcb && sp.statistics.prb.is_some());
+        assert!(!sp.statistics.srgap && !sp.statistics.log_eipc_inv);
+        let labels: Vec<&str> = sp.rules.iter().map(|r| r.label.as_str()).collect();
+        assert_eq!(
+            labels,
+            [
+                "pbgi",
+                "ucb-lcb",
+                "prb",
+                "convergence(window=2)",
+                "fixed-budget(max_iterations=3)",
+                "pbgi-debounced",
+                "pbgi(burn_in=3)"
+            ]
+        );
+        let rows = replay_run(&sp, &plan.policies[0], &hand_trace("log_ei"), 0.0).unwrap();
+        assert_eq!(rows.len(), 7 * 2);
+        // Regret of D_t: 2, 1, 1, 0.5, 0.5; cost: 0, 1, 3, 4, 5.
+        // λ = 0.1: R = 2, 1.1, 1.3, 0.9, 1.0 (hindsight t = 3, 0.9).
+        // λ = 0.5: R = 2, 1.5, 2.5, 2.5, 3.0 (hindsight t = 1, 1.5).
+        let expect = |rule: &str, lambda: f64, stop: usize, fired: bool, r: f64, gap: f64| {
+            let row = find(&rows, rule, lambda);
+            assert_eq!((row.stop, row.fired), (stop, fired), "{rule} at {lambda}");
+            assert!((row.cost_adjusted_regret - r).abs() < 1e-12, "{row:?}");
+            assert!((row.gap_to_hindsight - gap).abs() < 1e-12, "{row:?}");
+            assert!(
+                (row.cost_adjusted_regret - row.simple_regret - lambda * row.cumulative_cost).abs()
+                    < 1e-12
+            );
+            assert_eq!(row.run_length, 4);
+        };
+        // PBGI: max LogEIPC 0, −1, −2, −3, −4 against log 0.1 = −2.30 (t = 3) and
+        // log 0.5 = −0.69 (t = 1): the matched rule stops at the hindsight optimum both times.
+        expect("pbgi", 0.1, 3, true, 0.9, 0.0);
+        expect("pbgi", 0.5, 1, true, 1.5, 0.0);
+        // UCB-LCB: 1, 0.5, 0.005, … ≤ 0.01 first at t = 2.
+        expect("ucb-lcb", 0.1, 2, true, 1.3, 0.4);
+        expect("ucb-lcb", 0.5, 2, true, 2.5, 1.0);
+        // PRB: 0.5, 0.9, 0.96 ≥ 0.95 first at t = 2.
+        expect("prb", 0.1, 2, true, 1.3, 0.4);
+        // Best values −2, −1, −1, −0.5, −0.5: never two BO steps without improvement.
+        expect("convergence(window=2)", 0.1, 4, false, 1.0, 0.1);
+        expect("convergence(window=2)", 0.5, 4, false, 3.0, 1.5);
+        expect("fixed-budget(max_iterations=3)", 0.5, 3, true, 2.5, 1.0);
+        // Debounce 2 at λ = 0.5: triggers at t = 1 and 2, stops at 2.
+        expect("pbgi-debounced", 0.5, 2, true, 2.5, 1.0);
+        expect("pbgi-debounced", 0.1, 4, true, 1.0, 0.1);
+        // Burn-in 3 at λ = 0.5: first allowed check t = 3.
+        expect("pbgi(burn_in=3)", 0.5, 3, true, 2.5, 1.0);
+        let h = find(&rows, "pbgi", 0.1);
+        assert_eq!((h.hindsight_index, h.hindsight_regret), (3, 0.9));
+
+        // The PBGI(0.1) policy is evaluated at its own λ only.
+        let rows = replay_run(&sp, &plan.policies[1], &hand_trace("pbgi(0.1)"), 0.0).unwrap();
+        assert_eq!(rows.len(), 7);
+        assert!(rows.iter().all(|r| r.lambda == 0.1));
+    }
+
+    #[test]
+    fn aggregation_and_oracles_match_hand_computed_values() {
+        let plan = parse(CONFIG).unwrap().resolve(false).unwrap();
+        let sp = plan.stopping.clone().unwrap();
+        // Two runs of log_ei: the hand trace (seed 0) and one whose regret is 1 higher
+        // everywhere (reference 1 instead of 0, seed 1).
+        let a = hand_trace("log_ei");
+        let mut b = hand_trace("log_ei");
+        b.header.seed = 1;
+        b.header.problem_seed = 1;
+        let mut refs = BTreeMap::new();
+        refs.insert(("ackley-d1-uniform".to_string(), 0), 0.0);
+        refs.insert(("ackley-d1-uniform".to_string(), 1), 1.0);
+        let ev = evaluate(&plan, &sp, &[a, b], &refs).unwrap();
+        let (rows, groups) = (ev.rows.clone(), ev.groups.clone());
+        assert_eq!(ev.incomplete, 0);
+        // Fixed-iteration curve of log_ei at λ = 0.5: means of (2, 1.5, 2.5, 2.5, 3) and +1.
+        let c = ev
+            .curves
+            .iter()
+            .find(|c| c.policy == "log_ei" && c.lambda == 0.5)
+            .unwrap();
+        assert_eq!(c.mean_r, vec![2.5, 2.0, 3.0, 3.0, 3.5]);
+        assert_eq!(rows.len(), 2 * 7 * 2);
+        let g = |rule: &str, lambda: f64| {
+            groups
+                .iter()
+                .find(|r| r.policy == "log_ei" && r.rule == rule && r.lambda == lambda)
+                .unwrap()
+                .clone()
+        };
+        // UCB-LCB at λ = 0.1: R = 1.3 and 2.3 → mean 1.8, s.e. = sd/√2 = 0.5.
+        let u = g("ucb-lcb", 0.1);
+        assert_eq!((u.n, u.never_fired, u.mean_stop), (2, 0, 2.0));
+        assert!((u.mean_r - 1.8).abs() < 1e-12 && (u.se_r - 0.5).abs() < 1e-12);
+        assert!((u.mean_cost - 3.0).abs() < 1e-12 && (u.mean_regret - 1.5).abs() < 1e-12);
+        assert_eq!(g("convergence(window=2)", 0.1).never_fired, 2);
+        // Hindsight at λ = 0.1: t = 3 in both runs, R = 0.9 and 1.9.
+        let h = g("hindsight", 0.1);
+        assert_eq!(h.mean_stop, 3.0);
+        assert!((h.mean_r - 1.4).abs() < 1e-12 && h.mean_gap == 0.0);
+        // Best fixed iteration at λ = 0.5: mean R over t = 2, 1.5 (+0.5), … → t = 1.
+        let f = g("best-fixed", 0.5);
+        assert_eq!(f.mean_stop, 1.0);
+        assert!((f.mean_r - 2.0).abs() < 1e-12);
+        // The hindsight oracle is never worse than any rule, and the CSVs have a row per group.
+        for r in &groups {
+            let h = g("hindsight", r.lambda);
+            if r.policy == "log_ei" {
+                assert!(h.mean_r <= r.mean_r + 1e-12, "{r:?}");
+            }
+        }
+        let csv = groups_csv(&groups);
+        assert_eq!(csv.lines().count(), 1 + groups.len());
+        assert!(
+            runs_csv(&rows)
+                .lines()
+                .nth(1)
+                .unwrap()
+                .starts_with("ackley-d1-uniform,log_ei,0,pbgi,0.1,3,true,4,")
+        );
+        assert!(table(&plan, &sp, &groups).contains("pbgi-debounced"));
+        // The figure: the fixed-iteration curve and a marker per rule at (mean stop, mean R).
+        let fig = super::super::figures::stopping_figure(&plan, &sp, &ev, "ackley-d1-uniform", 0.1);
+        assert_eq!(fig.panels.len(), 1, "only log_ei has runs");
+        let series = &fig.panels[0].series;
+        // λ = 0.1: R = 2, 1.1, 1.3, 0.9, 1.0 and +1.
+        for (a, b) in series[0].y.iter().zip([2.5, 1.6, 1.8, 1.4, 1.5]) {
+            assert!((a - b).abs() < 1e-12, "{:?}", series[0].y);
+        }
+        assert_eq!(series[0].y.len(), 5);
+        let ucb = series.iter().find(|s| s.name == "ucb-lcb").unwrap();
+        assert_eq!(ucb.x, vec![2.0]);
+        assert!((ucb.y[0] - 1.8).abs() < 1e-12);
+        assert!(series.iter().any(|s| s.name == "hindsight"));
+        assert_eq!(series.len(), 1 + 7 + 1);
+    }
+
+    #[test]
+    fn missing_statistics_and_bad_sections_are_errors() {
+        let plan = parse(CONFIG).unwrap().resolve(false).unwrap();
+        let sp = plan.stopping.clone().unwrap();
+        let mut t = hand_trace("log_ei");
+        t.stopping.pop();
+        let e = replay_run(&sp, &plan.policies[0], &t, 0.0).unwrap_err();
+        assert!(format!("{e:#}").contains("4 of its 5"), "{e:#}");
+        let mut t = hand_trace("log_ei");
+        t.stopping[2].ucb_lcb = None;
+        let e = replay_run(&sp, &plan.policies[0], &t, 0.0).unwrap_err();
+        assert!(format!("{e:#}").contains("lacks ucb_lcb"), "{e:#}");
+        let bad = |from: &str, to: &str, needle: &str| {
+            let text = CONFIG.replace(from, to);
+            let e = parse(&text).and_then(|f| f.resolve(false)).unwrap_err();
+            assert!(format!("{e:#}").contains(needle), "{needle}: {e:#}");
+        };
+        bad(
+            "lambdas = [0.1, 0.5]",
+            "lambdas = [0.2, 0.5]",
+            "not in `lambdas`",
+        );
+        bad(
+            "lambdas = [0.1, 0.5]",
+            "lambdas = [0.1, -1.0]",
+            "finite and > 0",
+        );
+        bad("\"ucb-lcb\",", "\"ucb-lcbb\",", "unknown rule 'ucb-lcbb'");
+        bad(
+            "\"ucb-lcb\",",
+            "\"pbgi\",",
+            "two rules have the label 'pbgi'",
+        );
+        bad(
+            "\"ucb-lcb\",",
+            "{ rule = \"pbgi\", lambda = 0.1, label = \"x\" },",
+            "comes from `lambdas`",
+        );
+        bad(
+            "\"prb\",",
+            "\"prb\", { rule = \"prb\", epsilon = 0.2 },",
+            "must share epsilon",
+        );
+        let e = parse(
+            &CONFIG
+                .replace("dim = 1", "dim = 2")
+                .replace("rules = [", "prb_grid = 11\nrules = ["),
+        )
+        .and_then(|f| f.resolve(false))
+        .unwrap_err();
+        assert!(format!("{e:#}").contains("grid is for 1-D"), "{e:#}");
+        // The grid is for 1-D problems.
+        let e = parse(
+            &CONFIG
+                .replace("dim = 1", "dim = 2")
+                .replace("rules = [", "grid = 11\nrules = ["),
+        )
+        .and_then(|f| f.resolve(false))
+        .unwrap_err();
+        assert!(format!("{e:#}").contains("grid is for 1-D"), "{e:#}");
+    }
+
+    #[test]
+    fn prb_schedule_grows_to_its_cap() {
+        let p = PrbSpec {
+            epsilon: 0.1,
+            schedule: SampleSchedule::default(),
+            num_features: 1024,
+            grid: None,
+        };
+        // 64, 96, 144, 216, 324, 486, 729, 1000.
+        let s: Vec<usize> = (0..9).map(|t| p.samples_at(t)).collect();
+        assert_eq!(s, [64, 96, 144, 216, 324, 486, 729, 1000, 1000]);
+    }
+}
