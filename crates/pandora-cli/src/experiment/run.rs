@@ -238,12 +238,17 @@ fn stopping_line(
     prop: Option<&Proposal>,
     ctx: StatContext,
 ) -> Result<StoppingStats> {
+    if step_config.output_scale.is_some() {
+        // PRB and the median rules sample or condition the stationary GP directly.
+        bail!("[stopping] statistics are not supported with model.amplitude = true");
+    }
     let t0 = Instant::now();
     let StatContext { d, n_initial, seed } = ctx;
     let n = state.y.len();
     let transforms = Transforms {
         normalize_inputs: None,
         standardize_outcomes: step_config.standardize,
+        output_scale: step_config.output_scale.clone(),
     };
     let model = match prop.and_then(|p| p.params.clone()) {
         Some(params) => GpModel::with_params(&state.x, &state.y, d, &transforms, params)?,
@@ -283,6 +288,7 @@ fn stopping_line(
                     &Transforms {
                         normalize_inputs: None,
                         standardize_outcomes: true,
+                        output_scale: None,
                     },
                     cp,
                 )?
