@@ -69,6 +69,10 @@ enum Command {
         /// Mark the trial failed with this reason.
         #[arg(long)]
         failed: Option<String>,
+        /// The realized value of a random parameter of a `[cvs]` study's trial, as NAME=VALUE;
+        /// repeat for each random parameter the trial's control set leaves to chance.
+        #[arg(long = "random", value_name = "NAME=VALUE")]
+        random: Vec<String>,
     },
     /// Summary of a study: trial counts, cost spent, best trial, current λ, and the stopping
     /// rule's statistic against its threshold (with the reason once it fired).
@@ -165,6 +169,7 @@ fn main() {
             objective,
             cost,
             failed,
+            random,
         } => {
             let (config, number) = match second {
                 Some(n) => (Some(first), n),
@@ -176,7 +181,16 @@ fn main() {
                 study,
             };
             match number.parse::<u64>() {
-                Ok(n) => study_cmd::tell(&target, n, objective, cost, failed),
+                Ok(n) => study_cmd::tell(
+                    &target,
+                    n,
+                    study_cmd::TellArgs {
+                        objective,
+                        cost,
+                        failed,
+                        random,
+                    },
+                ),
                 Err(_) => Err(anyhow::anyhow!(
                     "NUMBER: expected a trial number, got '{number}'"
                 )),

@@ -220,8 +220,33 @@ fn run_command(
     (result, elapsed)
 }
 
+/// Evaluates a trial of a `[cvs]` study on its builtin problem: nature (the random parameters'
+/// distributions, seeded by the study's seed and the trial number) sets the parameters the
+/// control set leaves random.
+fn evaluate_cvs(study: &Study, trial: &Trial, builtin: &str) -> Evaluation {
+    let realized = study
+        .draw_random(trial)
+        .and_then(|r| pandora_study::cvs::realize(study.space(), trial, &r));
+    let outcome = match realized {
+        Ok((params, x)) => Outcome::CompleteAt {
+            objective: Builtin::parse(builtin).expect("validated builtin").eval(&x),
+            cost: study.trial_cost(trial).unwrap_or(1.0),
+            params,
+            x,
+        },
+        Err(e) => Outcome::Failed {
+            reason: e.to_string(),
+            cost: None,
+        },
+    };
+    Evaluation { outcome }
+}
+
 fn evaluate(study: &Study, trial: &Trial) -> Evaluation {
     let cfg = study.config();
+    if let (Some(_), Some(b)) = (&cfg.cvs, cfg.objective.builtin.as_deref()) {
+        return evaluate_cvs(study, trial, b);
+    }
     let known = study.known_cost(&trial.x);
     let (result, elapsed) = if let Some(b) = cfg.objective.builtin.as_deref() {
         let start = Instant::now();
@@ -469,41 +494,100 @@ pub fn ask(target: &Target, worker: Option<&str>) -> Result<()> {
         str::to_string,
     );
     match study.ask(&w).map_err(|e| anyhow!("{e}"))? {
-        Ask::Trial(t) => println!("{}", json!({"number": t.number, "params": t.params})),
+        Ask::Trial(t) => {
+            let mut out = json!({"number": t.number, "params": t.params});
+            if let Some(c) = t.decision.get("cvs") {
+                // The control set: which parameters to set, which are left to chance (their
+                // realized values go to `pandora tell --random NAME=VALUE`), and the cost.
+                out["control_set"] = json!({
+                    "index": c["control_set"],
+                    "name": c["name"],
+                    "controlled": c["controlled"],
+                    "random": c["random"],
+                    "cost": c["cost"],
+                });
+            }
+            println!("{out}")
+        }
         Ask::Finished(f) => println!("{}", json!({"finished": f.to_string()})),
     }
     Ok(())
 }
 
-/// `pandora tell CONFIG NUMBER (--objective V [--cost C] | --failed REASON)`.
-pub fn tell(
-    target: &Target,
-    number: u64,
-    objective: Option<f64>,
-    cost: Option<f64>,
-    failed: Option<String>,
-) -> Result<()> {
+/// What `pandora tell` reports about a trial.
+#[derive(Debug, Clone, Default)]
+pub struct TellArgs {
+    /// `--objective`.
+    pub objective: Option<f64>,
+    /// `--cost`.
+    pub cost: Option<f64>,
+    /// `--failed`.
+    pub failed: Option<String>,
+    /// `--random NAME=VALUE`, repeated.
+    pub random: Vec<String>,
+}
+
+/// Parses `--random NAME=VALUE` arguments into a JSON object (values must be numbers).
+fn parse_random(args: &[String]) -> Result<serde_json::Map<String, serde_json::Value>> {
+    let mut out = serde_json::Map::new();
+    for a in args {
+        let Some((name, value)) = a.split_once('=') else {
+            bail!("--random: expected NAME=VALUE, got '{a}'");
+        };
+        let v: f64 = value
+            .trim()
+            .parse()
+            .map_err(|_| anyhow!("--random {name}: '{value}' is not a number"))?;
+        if out.insert(name.trim().to_string(), json!(v)).is_some() {
+            bail!("--random: '{name}' is given twice");
+        }
+    }
+    Ok(out)
+}
+
+/// `pandora tell CONFIG NUMBER (--objective V [--cost C] [--random NAME=VALUE ...] |
+/// --failed REASON)`.
+pub fn tell(target: &Target, number: u64, args: TellArgs) -> Result<()> {
+    let TellArgs {
+        objective,
+        cost,
+        failed,
+        random,
+    } = args;
     let mut study = target.study()?;
     let trials = study.trials().map_err(|e| anyhow!("{e}"))?;
     let trial = trials
         .iter()
         .find(|t| t.number == number)
         .ok_or_else(|| anyhow!("trial {number} does not exist"))?;
-    let known = study.known_cost(&trial.x);
-    let outcome = match (objective, failed) {
+    let known = study.trial_cost(trial);
+    let random = parse_random(&random)?;
+    if !random.is_empty() && failed.is_some() {
+        bail!("--random: only with --objective (a failed trial has no realized values)");
+    }
+    let t = match (objective, failed) {
         (Some(_), Some(_)) => bail!("give either --objective or --failed"),
         (None, None) => bail!("give --objective V (and --cost C) or --failed REASON"),
+        (Some(objective), None) if study.config().cvs.is_some() => study
+            .tell_realized(number, objective, cost, &random)
+            .map_err(|e| anyhow!("{e}"))?,
+        (Some(_), None) if !random.is_empty() => {
+            bail!("--random: only a study with a [cvs] section has random parameters")
+        }
         (Some(objective), None) => {
             let cost = match (cost, study.config().cost.kind) {
                 (Some(c), _) => c,
                 (None, CostKind::Uniform | CostKind::Known) => known.unwrap_or(1.0),
                 (None, _) => bail!("--cost: required because cost.kind is reported or runtime"),
             };
-            Outcome::Complete { objective, cost }
+            study
+                .tell(number, &Outcome::Complete { objective, cost })
+                .map_err(|e| anyhow!("{e}"))?
         }
-        (None, Some(reason)) => Outcome::Failed { reason, cost },
+        (None, Some(reason)) => study
+            .tell(number, &Outcome::Failed { reason, cost })
+            .map_err(|e| anyhow!("{e}"))?,
     };
-    let t = study.tell(number, &outcome).map_err(|e| anyhow!("{e}"))?;
     println!("{}", trial_json(&t));
     Ok(())
 }
@@ -570,6 +654,12 @@ pub fn export(target: &Target, format: &str) -> Result<()> {
             .into_iter()
             .map(str::to_string)
             .collect::<Vec<_>>();
+            // Studies with cost-varying variable subsets: the control set of every trial and
+            // the parameters it left random.
+            let cvs = study.config().cvs.is_some();
+            if cvs {
+                header.extend(["control_set".to_string(), "random".to_string()]);
+            }
             header.extend(names.iter().map(|n| format!("param.{n}")));
             println!(
                 "{}",
@@ -594,6 +684,19 @@ pub fn export(target: &Target, format: &str) -> Result<()> {
                     num(t.decision["lambda"].as_f64()),
                     t.error.clone().unwrap_or_default(),
                 ];
+                if cvs {
+                    let c = &t.decision["cvs"];
+                    row.push(
+                        c["control_set"]
+                            .as_u64()
+                            .map_or(String::new(), |i| i.to_string()),
+                    );
+                    let random: Vec<&str> = c["random"]
+                        .as_array()
+                        .map(|a| a.iter().filter_map(|v| v.as_str()).collect())
+                        .unwrap_or_default();
+                    row.push(random.join(" "));
+                }
                 for n in &names {
                     row.push(match &t.params[n] {
                         serde_json::Value::String(s) => s.clone(),

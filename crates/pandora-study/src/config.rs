@@ -56,6 +56,11 @@ pub struct StudyConfig {
     /// The optimization policy.
     #[serde(default)]
     pub policy: PolicySection,
+    /// Cost-varying variable subsets: control sets with costs and the distributions of the
+    /// parameters left random (see `docs/cvs.md`, "Studies"). Such a study hands out a control set
+    /// and values for its parameters, and is told the realized values of the others.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cvs: Option<crate::cvs::CvsSection>,
 }
 
 /// `[study]`.
@@ -413,6 +418,9 @@ impl StudyConfig {
         }
         if let Some(s) = &self.policy.stopping {
             s.validate(self)?;
+        }
+        if let Some(c) = &self.cvs {
+            c.validate(self)?;
         }
         Ok(())
     }

@@ -9,6 +9,7 @@
 //! as a running trial, and records the outcome on `tell`.
 
 pub mod config;
+pub mod cvs;
 pub mod error;
 pub mod space;
 pub mod storage;

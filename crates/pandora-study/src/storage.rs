@@ -119,6 +119,9 @@ pub(crate) struct ValidOutcome<'a> {
     pub(crate) objective: Option<f64>,
     pub(crate) cost: Option<f64>,
     pub(crate) error: Option<&'a str>,
+    /// The realized point of a [`Outcome::CompleteAt`]: parameters and unit-cube point as JSON
+    /// text, replacing the stored ones.
+    pub(crate) point: Option<(String, String)>,
 }
 
 /// Validates an outcome before anything is written (NaN, infinities and impossible costs are
@@ -141,6 +144,36 @@ pub(crate) fn validate_outcome(outcome: &Outcome) -> Result<ValidOutcome<'_>> {
                 objective: Some(objective),
                 cost: Some(cost),
                 error: None,
+                point: None,
+            })
+        }
+        Outcome::CompleteAt {
+            objective,
+            cost,
+            params,
+            x,
+        } => {
+            let ValidOutcome {
+                state,
+                objective,
+                cost,
+                ..
+            } = validate_outcome(&Outcome::Complete {
+                objective: *objective,
+                cost: *cost,
+            })?;
+            if !params.is_object() {
+                return Err(Error::invalid("params", "must be a JSON object"));
+            }
+            for &xi in x {
+                finite("x", xi)?;
+            }
+            Ok(ValidOutcome {
+                state,
+                objective,
+                cost,
+                error: None,
+                point: Some((serde_json::to_string(params)?, serde_json::to_string(x)?)),
             })
         }
         Outcome::Failed { reason, cost } => {
@@ -162,6 +195,7 @@ pub(crate) fn validate_outcome(outcome: &Outcome) -> Result<ValidOutcome<'_>> {
                 objective: None,
                 cost,
                 error: Some(reason.as_str()),
+                point: None,
             })
         }
     }

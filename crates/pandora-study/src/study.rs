@@ -254,8 +254,20 @@ impl Study {
         known_cost(&self.config, x)
     }
 
+    /// The cost of a trial when it is known before the evaluation: its control set's cost in a
+    /// `[cvs]` study, the known cost of its point otherwise.
+    pub fn trial_cost(&self, trial: &Trial) -> Option<f64> {
+        match &self.config.cvs {
+            Some(_) => crate::cvs::CvsTrialInfo::of(trial).map(|i| i.cost),
+            None => known_cost(&self.config, &trial.x),
+        }
+    }
+
     /// Hands out the next trial to `worker`, or says why the study is finished.
     pub fn ask(&mut self, worker: &str) -> Result<Ask> {
+        if let Some(section) = self.config.cvs.clone() {
+            return self.ask_cvs(worker, &section);
+        }
         let name = self.config.study.name.clone();
         let step = self.step_config()?;
         let d = self.space.dim();
@@ -522,9 +534,104 @@ impl Study {
         }
     }
 
+    /// [`Study::ask`] of a `[cvs]` study: a control set and values for its parameters.
+    fn ask_cvs(&mut self, worker: &str, section: &crate::cvs::CvsSection) -> Result<Ask> {
+        let name = self.config.study.name.clone();
+        let config = self.config.clone();
+        let space = self.space.clone();
+        let mut finished: Option<Finished> = None;
+        let mut decide = |trials: &[Trial], state: &serde_json::Value| match crate::cvs::decide(
+            &config, section, &space, trials, state,
+        )? {
+            Ok(next) => Ok(next),
+            Err(f) => {
+                finished = Some(f);
+                Err(Error::invalid("study", "finished"))
+            }
+        };
+        let result = self.storage.ask_with(&name, worker, &mut decide);
+        match result {
+            Ok(t) => Ok(Ask::Trial(Box::new(t))),
+            Err(e) => match finished {
+                Some(f) => Ok(Ask::Finished(f)),
+                None => Err(e),
+            },
+        }
+    }
+
     /// Records the outcome of trial `number`.
+    ///
+    /// In a `[cvs]` study, a complete outcome of a trial that leaves parameters random must come
+    /// with their realized values ([`Study::tell_realized`]); this is an error otherwise.
     pub fn tell(&mut self, number: u64, outcome: &Outcome) -> Result<Trial> {
+        if self.config.cvs.is_some() && matches!(outcome, Outcome::Complete { .. }) {
+            let trials = self.trials()?;
+            if let Some(info) = trials
+                .iter()
+                .find(|t| t.number == number)
+                .and_then(crate::cvs::CvsTrialInfo::of)
+                && !info.random.is_empty()
+            {
+                return Err(Error::invalid(
+                    format!("trial {number}"),
+                    format!(
+                        "leaves {} random: tell their realized values too                          (pandora tell ... --random NAME=VALUE)",
+                        info.random.join(", ")
+                    ),
+                ));
+            }
+        }
         self.storage.tell(&self.config.study.name, number, outcome)
+    }
+
+    /// Records a complete trial of a `[cvs]` study with the realized values of its random
+    /// parameters (by name, in user units; every random parameter of the trial exactly once,
+    /// inside its bounds). `cost` defaults to the control set's cost. The trial's parameters and
+    /// point become the realized ones.
+    pub fn tell_realized(
+        &mut self,
+        number: u64,
+        objective: f64,
+        cost: Option<f64>,
+        random: &serde_json::Map<String, serde_json::Value>,
+    ) -> Result<Trial> {
+        if self.config.cvs.is_none() {
+            return Err(Error::invalid(
+                "random",
+                "only a [cvs] study has random parameters",
+            ));
+        }
+        let trials = self.trials()?;
+        let trial = trials
+            .iter()
+            .find(|t| t.number == number)
+            .ok_or_else(|| Error::NotFound(format!("trial {number}")))?;
+        let (params, x) = crate::cvs::realize(&self.space, trial, random)?;
+        let cost = match cost.or_else(|| self.trial_cost(trial)) {
+            Some(c) => c,
+            None => return Err(Error::invalid("cost", "required")),
+        };
+        self.storage.tell(
+            &self.config.study.name,
+            number,
+            &Outcome::CompleteAt {
+                objective,
+                cost,
+                params,
+                x,
+            },
+        )
+    }
+
+    /// Simulates nature for a `[cvs]` study on a builtin problem: draws the random parameters of
+    /// `trial` from their distributions (seeded by the study's seed and the trial number).
+    pub fn draw_random(&self, trial: &Trial) -> Result<serde_json::Map<String, serde_json::Value>> {
+        let section = self
+            .config
+            .cvs
+            .as_ref()
+            .ok_or_else(|| Error::invalid("cvs", "not a [cvs] study"))?;
+        crate::cvs::draw_random(section, &self.space, trial, self.config.policy.seed)
     }
 
     /// Marks a running trial alive.
@@ -594,7 +701,14 @@ impl Study {
             total_cost,
             budget_spent,
             best,
-            lambda: replay_lambda(&self.config, &trials, pbgi_d_start(&self.config, &state)),
+            lambda: match &self.config.cvs {
+                // The Gittins policies record their λ with every decision.
+                Some(_) => trials
+                    .iter()
+                    .rev()
+                    .find_map(|t| t.decision["lambda"].as_f64()),
+                None => replay_lambda(&self.config, &trials, pbgi_d_start(&self.config, &state)),
+            },
             stopping,
             stop_reason: stopped.map(|f| match f {
                 Finished::Stopped { reason, .. } => reason,

@@ -79,6 +79,19 @@ pub enum Outcome {
         /// Cost (> 0).
         cost: f64,
     },
+    /// Complete, at a point that differs from the one handed out: with cost-varying variable
+    /// subsets only the controlled parameters are chosen and the others are realized at random,
+    /// so the trial's parameters and unit-cube point are replaced by the realized ones.
+    CompleteAt {
+        /// Objective (user direction).
+        objective: f64,
+        /// Cost (> 0).
+        cost: f64,
+        /// Every parameter in user terms, the realized ones included.
+        params: serde_json::Value,
+        /// The same point encoded in the unit cube.
+        x: Vec<f64>,
+    },
     /// The evaluation failed; `cost` is what it consumed, if known.
     Failed {
         /// The reason (e.g. the tail of stderr).

@@ -937,3 +937,51 @@ fn stored_study_configuration_has_no_password() {
     let loaded = pandora_study::Study::load_at("r", Box::new(db.open()), &url).unwrap();
     assert_eq!(loaded.config().study.storage, url);
 }
+
+/// `Outcome::CompleteAt` (cost-varying variable subsets) replaces the trial's parameters and
+/// point by the realized ones, durably; an invalid point or a second tell changes nothing.
+#[test]
+fn complete_at_replaces_the_point_and_is_durable() {
+    let Some(db) = TestSchema::new("complete_at") else {
+        return;
+    };
+    let mut s = db.open();
+    s.open_study("cvs", "{}").unwrap();
+    let t0 = ask(&mut s, "cvs", "w");
+    let t1 = ask(&mut s, "cvs", "w");
+    let bad = Outcome::CompleteAt {
+        objective: 1.0,
+        cost: 0.5,
+        params: json!({"n": 0, "r": 0.25}),
+        x: vec![0.0, f64::INFINITY],
+    };
+    assert!(s.tell("cvs", t0.number, &bad).is_err());
+    assert_eq!(s.trials("cvs").unwrap()[0], t0);
+    let good = Outcome::CompleteAt {
+        objective: 1.0,
+        cost: 0.5,
+        params: json!({"n": 0, "r": 0.25}),
+        x: vec![0.0, 0.25],
+    };
+    let told = s.tell("cvs", t0.number, &good).unwrap();
+    assert_eq!(told.params, json!({"n": 0, "r": 0.25}));
+    assert_eq!(told.x, vec![0.0, 0.25]);
+    assert!(s.tell("cvs", t0.number, &good).is_err());
+    let plain = s
+        .tell(
+            "cvs",
+            t1.number,
+            &Outcome::Complete {
+                objective: 2.0,
+                cost: 1.0,
+            },
+        )
+        .unwrap();
+    assert_eq!((plain.params, plain.x), (t1.params.clone(), t1.x.clone()));
+    drop(s);
+    let mut s = db.open();
+    let t = &s.trials("cvs").unwrap()[0];
+    assert_eq!(t.params, json!({"n": 0, "r": 0.25}));
+    assert_eq!(t.x, vec![0.0, 0.25]);
+    assert_eq!((t.objective, t.cost), (Some(1.0), Some(0.5)));
+}

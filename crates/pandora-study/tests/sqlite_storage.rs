@@ -652,3 +652,59 @@ fn study_config_reads_back_the_stored_configuration() {
     m.open_study("s", r#"{"a": 1}"#).unwrap();
     assert_eq!(m.study_config("s").unwrap().as_deref(), Some(r#"{"a": 1}"#));
 }
+
+/// `Outcome::CompleteAt` (cost-varying variable subsets) replaces the trial's parameters and
+/// point by the realized ones, durably; an invalid point or a second tell changes nothing.
+#[test]
+fn complete_at_replaces_the_point_and_is_durable() {
+    let (_dir, path) = temp_db();
+    {
+        let mut s = SqliteStorage::open(&path).unwrap();
+        s.open_study("cvs", "{}").unwrap();
+        let t0 = ask(&mut s, "cvs", "w");
+        let t1 = ask(&mut s, "cvs", "w");
+        let bad = Outcome::CompleteAt {
+            objective: 1.0,
+            cost: 0.5,
+            params: json!({"n": 0, "r": 0.25}),
+            x: vec![0.0, f64::NAN],
+        };
+        assert!(s.tell("cvs", t0.number, &bad).is_err());
+        let not_object = Outcome::CompleteAt {
+            objective: 1.0,
+            cost: 0.5,
+            params: json!([1, 2]),
+            x: vec![0.0, 0.25],
+        };
+        assert!(s.tell("cvs", t0.number, &not_object).is_err());
+        assert_eq!(s.trials("cvs").unwrap()[0], t0);
+        let good = Outcome::CompleteAt {
+            objective: 1.0,
+            cost: 0.5,
+            params: json!({"n": 0, "r": 0.25}),
+            x: vec![0.0, 0.25],
+        };
+        let told = s.tell("cvs", t0.number, &good).unwrap();
+        assert_eq!(told.params, json!({"n": 0, "r": 0.25}));
+        assert_eq!(told.x, vec![0.0, 0.25]);
+        assert_eq!(told.state, TrialState::Complete);
+        assert!(s.tell("cvs", t0.number, &good).is_err());
+        // A plain tell keeps the handed-out point.
+        let plain = s
+            .tell(
+                "cvs",
+                t1.number,
+                &Outcome::Complete {
+                    objective: 2.0,
+                    cost: 1.0,
+                },
+            )
+            .unwrap();
+        assert_eq!((plain.params, plain.x), (t1.params, t1.x));
+    }
+    let mut s = SqliteStorage::open(&path).unwrap();
+    let t = &s.trials("cvs").unwrap()[0];
+    assert_eq!(t.params, json!({"n": 0, "r": 0.25}));
+    assert_eq!(t.x, vec![0.0, 0.25]);
+    assert_eq!((t.objective, t.cost), (Some(1.0), Some(0.5)));
+}

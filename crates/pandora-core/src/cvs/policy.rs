@@ -85,6 +85,17 @@ pub trait CvsPolicy: Send {
     fn select(&mut self, ctx: &Context<'_>) -> Result<Decision>;
     /// Called once the decision was paid for and observed (advances schedules and counters).
     fn observed(&mut self, _decision: &Decision, _y: f64) {}
+    /// Rebuilds the state after a decision that was made earlier, possibly by another process,
+    /// and has been paid for and observed with value `y`; `best_y_before` is the largest
+    /// observation before it. A fresh policy that replays every decision of a run in order is in
+    /// the state the original policy reached (warm starts of the optimizer aside), which is how
+    /// studies resume a policy from their stored trials. The decision needs `set`, `phase`,
+    /// `lambda` and the chosen set's score `scores[set]`. The default calls
+    /// [`CvsPolicy::observed`].
+    fn replay(&mut self, decision: &Decision, best_y_before: f64, y: f64) {
+        let _ = best_y_before;
+        self.observed(decision, y);
+    }
 }
 
 fn mix(seed: u64, k: u64) -> u64 {
@@ -767,6 +778,15 @@ impl CvsPolicy for GittinsCvs {
         if let Some(dc) = &mut self.decay {
             dc.end_iteration(self.last_best_index, best);
         }
+    }
+    fn replay(&mut self, d: &Decision, best_y_before: f64, y: f64) {
+        // The round as `select` would have begun it: a pending decay is applied first.
+        if let Some(dc) = &mut self.decay {
+            dc.begin_iteration();
+        }
+        self.last_best_index = d.scores.get(d.set).copied().unwrap_or(f64::NAN);
+        self.best_y = best_y_before;
+        self.observed(d, y);
     }
 }
 

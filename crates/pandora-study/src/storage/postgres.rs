@@ -166,7 +166,8 @@ impl Statements {
             ))?,
             tell: c.prepare(&format!(
                 "UPDATE trials SET state = $3, objective = $4, cost = $5, error = $6, \
-                 finished_at = {NOW} \
+                 finished_at = {NOW}, params = COALESCE($7::text, params), \
+                 x = COALESCE($8::text, x) \
                  WHERE study = $1 AND number = $2 AND state IN ('running', 'abandoned') \
                  RETURNING {TRIAL_COLUMNS}"
             ))?,
@@ -615,6 +616,7 @@ impl Storage for PostgresStorage {
             objective,
             cost,
             error,
+            point,
         } = validate_outcome(outcome)?;
         check_name("study name", study)?;
         let n = to_sql_number(number)?;
@@ -623,7 +625,16 @@ impl Storage for PostgresStorage {
         // One statement, committed when it returns: only a running or abandoned trial changes.
         let row = self.client.query_opt(
             &self.st.tell,
-            &[&study, &n, &state.as_str(), &objective, &cost, &error],
+            &[
+                &study,
+                &n,
+                &state.as_str(),
+                &objective,
+                &cost,
+                &error,
+                &point.as_ref().map(|p| p.0.as_str()),
+                &point.as_ref().map(|p| p.1.as_str()),
+            ],
         )?;
         if let Some(row) = row {
             return row_to_trial(&row);

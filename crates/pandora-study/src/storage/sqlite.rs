@@ -448,6 +448,7 @@ impl Storage for SqliteStorage {
             objective,
             cost,
             error,
+            point,
         } = validate_outcome(outcome)?;
         let tx = self.immediate()?;
         let Some(trial) = load_trial(&tx, study, number)? else {
@@ -476,6 +477,24 @@ impl Storage for SqliteStorage {
             error,
             finished_at,
         ])?;
+        let (params, x) = match point {
+            Some((params_text, x_text)) => {
+                tx.prepare_cached(
+                    "UPDATE trials SET params = ?3, x = ?4 WHERE study = ?1 AND number = ?2",
+                )?
+                .execute(params![
+                    study,
+                    to_sql_number(number)?,
+                    params_text,
+                    x_text
+                ])?;
+                (
+                    serde_json::from_str(&params_text)?,
+                    serde_json::from_str(&x_text)?,
+                )
+            }
+            None => (trial.params.clone(), trial.x.clone()),
+        };
         tx.commit()?;
         Ok(Trial {
             state,
@@ -483,6 +502,8 @@ impl Storage for SqliteStorage {
             cost,
             error: error.map(str::to_owned),
             finished_at: Some(finished_at),
+            params,
+            x,
             ..trial
         })
     }

@@ -1,0 +1,669 @@
+//! Studies with cost-varying variable subsets (BOCVS): the user declares control sets (which
+//! parameters they can set, and what a trial costs when they set exactly those) and the
+//! distributions of the parameters left to chance. `ask` returns a control set and the values of
+//! its parameters; `tell` takes the objective together with the realized values of the random
+//! parameters (see `docs/cvs.md`, "Studies").
+//!
+//! Nothing is kept as mutable state: every `ask` fits the GP to the realized points of the
+//! complete trials, rebuilds the policy by replaying the stored decisions in order
+//! ([`CvsPolicy::replay`]: UCB-CVS's ε-schedule position, ETC's play counters, Gittins-D's λ) and
+//! decides. Running trials are conditioned on at their posterior mean with their random parameters
+//! at the distributions' means, and their control sets' costs are committed against the budget.
+
+use crate::config::StudyConfig;
+use crate::error::{Error, Result};
+use crate::space::{Param, SearchSpace};
+use crate::study::{Finished, params_to_json};
+use crate::trial::{NewTrial, Trial, TrialState};
+use pandora_core::cvs::policy::{Context, Decision, Phase};
+use pandora_core::cvs::{ControlSet, CvsProblem, Distribution, SetOptimizer, build_policy};
+use pandora_core::gp::fit::{FitOptions, NoiseSpec, fit};
+use pandora_core::gp::{ExactGp, GpParams, Kernel};
+use pandora_core::policy::design_point;
+use rand::SeedableRng;
+use rand_xoshiro::Xoshiro256PlusPlus;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use std::collections::BTreeMap;
+
+/// `[cvs]`: control sets, random parameters and the policy of a study with cost-varying variable
+/// subsets.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CvsSection {
+    /// The policy (`pandora_core::cvs::POLICY_NAMES`; default `ucb-cvs`).
+    #[serde(default = "default_policy")]
+    pub policy: String,
+    /// λ of `gittins` and the start of `gittins-d`, in objective units per cost unit (default
+    /// 0.01).
+    #[serde(default = "default_lambda")]
+    pub lambda: f64,
+    /// `T` of `ucb-cvs-linear`'s ε decay, in trials (default: the budget divided by the largest
+    /// cost, or 100 without a budget).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub t_cut: Option<f64>,
+    /// Trials of the initial design before the model is used (default 5).
+    #[serde(default = "default_initial")]
+    pub initial_design: usize,
+    /// Rows of the quasi-Monte-Carlo sample bank for expectations over the random parameters
+    /// (default 1024).
+    #[serde(default = "default_bank")]
+    pub bank_size: usize,
+    /// The control sets.
+    pub control_sets: Vec<ControlSetConfig>,
+    /// The distribution of every parameter some control set leaves random, by name.
+    #[serde(default)]
+    pub random: BTreeMap<String, RandomConfig>,
+}
+
+fn default_policy() -> String {
+    "ucb-cvs".into()
+}
+
+fn default_lambda() -> f64 {
+    0.01
+}
+
+fn default_initial() -> usize {
+    5
+}
+
+fn default_bank() -> usize {
+    pandora_core::cvs::DEFAULT_BANK_SIZE
+}
+
+/// One control set: `{ params = ["a", "b"], cost = 0.1, name = "soil only" }`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ControlSetConfig {
+    /// The parameters set by the user (the others are random).
+    pub params: Vec<String>,
+    /// The cost of a trial with this control set (> 0).
+    pub cost: f64,
+    /// An optional label shown with trials.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+}
+
+/// The distribution of a random parameter, in the parameter's own units.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "dist", rename_all = "snake_case", deny_unknown_fields)]
+pub enum RandomConfig {
+    /// A normal `N(mean, sd²)` truncated to the parameter's bounds.
+    TruncatedNormal {
+        /// Location.
+        mean: f64,
+        /// Scale (> 0).
+        sd: f64,
+    },
+    /// Uniform on `[low, high]` (default: the parameter's bounds).
+    Uniform {
+        /// Lower end (default: the parameter's lower bound).
+        #[serde(default)]
+        low: Option<f64>,
+        /// Upper end (default: the parameter's upper bound).
+        #[serde(default)]
+        high: Option<f64>,
+    },
+    /// Finitely many values with probabilities proportional to `weights` (default equal).
+    Discrete {
+        /// The values (inside the parameter's bounds).
+        values: Vec<f64>,
+        /// Non-negative weights, one per value.
+        #[serde(default)]
+        weights: Option<Vec<f64>>,
+    },
+}
+
+impl CvsSection {
+    /// Checks the section against the search space; errors name the field.
+    pub fn validate(&self, config: &StudyConfig) -> Result<()> {
+        let space = config.search_space();
+        for p in &space.params {
+            if !matches!(p, Param::Float { log: false, .. }) {
+                return Err(Error::invalid(
+                    format!("space.{}", p.name()),
+                    "a [cvs] study supports float parameters on a linear scale only",
+                ));
+            }
+        }
+        if config.cost.kind != crate::config::CostKind::Uniform || config.cost.formula.is_some() {
+            return Err(Error::invalid(
+                "cost",
+                "a [cvs] study's costs are its control sets' costs: remove the [cost] section",
+            ));
+        }
+        if config.policy.stopping.is_some() {
+            return Err(Error::invalid(
+                "policy.stopping",
+                "stopping rules are not available for [cvs] studies",
+            ));
+        }
+        if config.objective.command.is_some() {
+            return Err(Error::invalid(
+                "objective",
+                "a [cvs] study is evaluated outside Pandora (kind = \"external\", with \
+                 pandora ask/tell) or simulated on a builtin problem; commands are not supported",
+            ));
+        }
+        if !(self.lambda.is_finite() && self.lambda > 0.0) {
+            return Err(Error::invalid("cvs.lambda", "must be finite and > 0"));
+        }
+        if let Some(t) = self.t_cut
+            && !(t.is_finite() && t > 0.0)
+        {
+            return Err(Error::invalid("cvs.t_cut", "must be finite and > 0"));
+        }
+        if self.initial_design == 0 {
+            return Err(Error::invalid(
+                "cvs.initial_design",
+                "must be at least 1 (the model needs data)",
+            ));
+        }
+        build_policy(&self.policy, 1.0, self.lambda)
+            .map_err(|e| Error::invalid("cvs.policy", e.to_string()))?;
+        self.problem(&space, 0).map(|_| ())
+    }
+
+    /// The unit-cube problem: control sets by variable index, distributions mapped to `[0, 1]`
+    /// and a sample bank seeded by `seed`.
+    pub fn problem(&self, space: &SearchSpace, seed: u64) -> Result<CvsProblem> {
+        let names: Vec<&str> = space.names().collect();
+        let index = |n: &str, what: &str| {
+            names.iter().position(|&m| m == n).ok_or_else(|| {
+                Error::invalid(
+                    what.to_string(),
+                    format!("unknown parameter '{n}' (parameters: {})", names.join(", ")),
+                )
+            })
+        };
+        if self.control_sets.is_empty() {
+            return Err(Error::invalid("cvs.control_sets", "need at least one"));
+        }
+        let mut sets = Vec::with_capacity(self.control_sets.len());
+        for (i, cs) in self.control_sets.iter().enumerate() {
+            let what = format!("cvs.control_sets[{i}]");
+            let mut vars = Vec::with_capacity(cs.params.len());
+            for n in &cs.params {
+                let v = index(n, &what)?;
+                if vars.contains(&v) {
+                    return Err(Error::invalid(what, format!("'{n}' is listed twice")));
+                }
+                vars.push(v);
+            }
+            if !(cs.cost.is_finite() && cs.cost > 0.0) {
+                return Err(Error::invalid(
+                    format!("{what}.cost"),
+                    format!("must be finite and > 0, got {}", cs.cost),
+                ));
+            }
+            sets.push(ControlSet::new(vars, cs.cost));
+        }
+        let mut dists: Vec<Option<Distribution>> = vec![None; names.len()];
+        for (n, rc) in &self.random {
+            let what = format!("cvs.random.{n}");
+            let v = index(n, &what)?;
+            let Param::Float { low, high, .. } = space.params[v] else {
+                unreachable!("validated: linear floats only")
+            };
+            let u = |t: f64| (t - low) / (high - low);
+            let inside = |t: f64, field: &str| {
+                if t.is_finite() && (low..=high).contains(&t) {
+                    Ok(u(t))
+                } else {
+                    Err(Error::invalid(
+                        format!("{what}.{field}"),
+                        format!("{t} is outside the parameter's bounds [{low}, {high}]"),
+                    ))
+                }
+            };
+            let dist = match rc {
+                RandomConfig::TruncatedNormal { mean, sd } => {
+                    if !(sd.is_finite() && *sd > 0.0 && mean.is_finite()) {
+                        return Err(Error::invalid(
+                            what,
+                            "truncated_normal needs a finite mean and sd > 0",
+                        ));
+                    }
+                    Distribution::truncated_normal(u(*mean), sd / (high - low), 0.0, 1.0)
+                }
+                RandomConfig::Uniform { low: a, high: b } => {
+                    let a = inside(a.unwrap_or(low), "low")?;
+                    let b = inside(b.unwrap_or(high), "high")?;
+                    Distribution::uniform(a, b)
+                }
+                RandomConfig::Discrete { values, weights } => {
+                    let vals = values
+                        .iter()
+                        .map(|&t| inside(t, "values"))
+                        .collect::<Result<Vec<f64>>>()?;
+                    let w = weights.clone().unwrap_or_else(|| vec![1.0; vals.len()]);
+                    Distribution::discrete(vals, w)
+                }
+            }
+            .map_err(|e| Error::invalid(what.clone(), e.to_string()))?;
+            dists[v] = Some(dist);
+        }
+        for (i, s) in sets.iter().enumerate() {
+            if let Some(v) = (0..names.len()).find(|v| !s.vars.contains(v) && dists[*v].is_none()) {
+                return Err(Error::invalid(
+                    "cvs.random",
+                    format!(
+                        "control set {i} leaves '{}' random, but it has no distribution \
+                         (add cvs.random.{} = {{ dist = \"uniform\" }} or another)",
+                        names[v], names[v]
+                    ),
+                ));
+            }
+        }
+        if self.bank_size == 0 {
+            return Err(Error::invalid("cvs.bank_size", "must be at least 1"));
+        }
+        Ok(CvsProblem::new(
+            names.len(),
+            sets,
+            dists,
+            self.bank_size,
+            seed,
+        )?)
+    }
+}
+
+/// What a CVS trial's decision records (the `cvs` object of `Trial::decision`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CvsTrialInfo {
+    /// Index of the control set.
+    pub set: usize,
+    /// Names of the controlled parameters.
+    pub controlled: Vec<String>,
+    /// Names of the random parameters, whose realized values `tell` needs.
+    pub random: Vec<String>,
+    /// The control set's cost.
+    pub cost: f64,
+}
+
+impl CvsTrialInfo {
+    /// Reads the `cvs` object of a trial's decision (`None` for other trials).
+    pub fn of(trial: &Trial) -> Option<Self> {
+        let c = trial.decision.get("cvs")?;
+        let names = |k: &str| -> Option<Vec<String>> {
+            c.get(k)?
+                .as_array()?
+                .iter()
+                .map(|v| v.as_str().map(str::to_string))
+                .collect()
+        };
+        Some(Self {
+            set: c.get("control_set")?.as_u64()? as usize,
+            controlled: names("controlled")?,
+            random: names("random")?,
+            cost: c.get("cost")?.as_f64()?,
+        })
+    }
+}
+
+/// The realized point of a CVS trial: its controlled parameters plus the reported values of its
+/// random ones, checked (every random parameter exactly once, inside its bounds) and encoded.
+pub fn realize(
+    space: &SearchSpace,
+    trial: &Trial,
+    random: &serde_json::Map<String, serde_json::Value>,
+) -> Result<(serde_json::Value, Vec<f64>)> {
+    let info = CvsTrialInfo::of(trial).ok_or_else(|| {
+        Error::invalid(
+            format!("trial {}", trial.number),
+            "is not a trial of a [cvs] study",
+        )
+    })?;
+    for k in random.keys() {
+        if !info.random.contains(k) {
+            return Err(Error::invalid(
+                format!("random.{k}"),
+                if info.controlled.contains(k) {
+                    format!("'{k}' is controlled in trial {}, not random", trial.number)
+                } else {
+                    format!(
+                        "trial {} has no random parameter '{k}' (random: {})",
+                        trial.number,
+                        info.random.join(", ")
+                    )
+                },
+            ));
+        }
+    }
+    let missing: Vec<&str> = info
+        .random
+        .iter()
+        .filter(|n| !random.contains_key(*n))
+        .map(String::as_str)
+        .collect();
+    if !missing.is_empty() {
+        return Err(Error::invalid(
+            "random",
+            format!(
+                "trial {} leaves {} random: report the realized value of each (pandora tell ... --random NAME=VALUE)",
+                trial.number,
+                missing.join(", ")
+            ),
+        ));
+    }
+    let mut params = serde_json::Map::new();
+    for n in &info.controlled {
+        let v = trial.params.get(n).cloned().ok_or_else(|| {
+            Error::invalid(format!("trial {}", trial.number), format!("has no '{n}'"))
+        })?;
+        params.insert(n.clone(), v);
+    }
+    for n in &info.random {
+        let v = &random[n];
+        let t = v.as_f64().filter(|t| t.is_finite()).ok_or_else(|| {
+            Error::invalid(
+                format!("random.{n}"),
+                format!("must be a finite number, got {v}"),
+            )
+        })?;
+        if let Some(Param::Float { low, high, .. }) = space.params.iter().find(|p| p.name() == n)
+            && !(*low..=*high).contains(&t)
+        {
+            return Err(Error::invalid(
+                format!("random.{n}"),
+                format!("{t} is outside the parameter's bounds [{low}, {high}]"),
+            ));
+        }
+        params.insert(n.clone(), json!(t));
+    }
+    let params = serde_json::Value::Object(params);
+    let x = space.encode(&params)?;
+    Ok((params, x))
+}
+
+/// Draws the random parameters of a CVS trial from their distributions (for simulated studies
+/// on builtin problems), seeded by `seed`; returns them by name in user units.
+pub fn draw_random(
+    section: &CvsSection,
+    space: &SearchSpace,
+    trial: &Trial,
+    seed: u64,
+) -> Result<serde_json::Map<String, serde_json::Value>> {
+    let info = CvsTrialInfo::of(trial).ok_or_else(|| {
+        Error::invalid(
+            format!("trial {}", trial.number),
+            "is not a trial of a [cvs] study",
+        )
+    })?;
+    let problem = section.problem(space, 0)?;
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(mix(seed, 0x5eed ^ trial.number));
+    let rest = problem.draw_random(info.set, &mut rng);
+    let mut out = serde_json::Map::new();
+    for &v in problem.random_vars(info.set) {
+        let u = rest[v];
+        let Param::Float {
+            name, low, high, ..
+        } = &space.params[v]
+        else {
+            unreachable!("validated: linear floats only")
+        };
+        out.insert(name.clone(), json!(low + u * (high - low)));
+    }
+    Ok(out)
+}
+
+fn mix(seed: u64, k: u64) -> u64 {
+    let mut z = seed ^ k.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+fn phase_str(p: Option<Phase>) -> serde_json::Value {
+    match p {
+        Some(Phase::Explore(g)) => json!(format!("explore {g}")),
+        Some(Phase::Commit) => json!("commit"),
+        None => serde_json::Value::Null,
+    }
+}
+
+fn parse_phase(v: &serde_json::Value) -> Option<Phase> {
+    let s = v.as_str()?;
+    if s == "commit" {
+        return Some(Phase::Commit);
+    }
+    s.strip_prefix("explore ")?.parse().ok().map(Phase::Explore)
+}
+
+/// The GP of a CVS study: MAP hyperparameters (Matérn-5/2 ARD, the papers' priors, noise learned
+/// above 1e-4) fitted to the standardized objective, then expressed on the raw scale so that
+/// posterior values (and λ of the Gittins policy) are in objective units. Returns the GP and the
+/// standardized-scale hyperparameters (the next fit's warm start).
+fn fit_gp(x: &[f64], y: &[f64], d: usize, warm: Option<&GpParams>) -> Result<(ExactGp, GpParams)> {
+    let n = y.len() as f64;
+    let m = y.iter().sum::<f64>() / n;
+    let var = y.iter().map(|v| (v - m) * (v - m)).sum::<f64>() / n;
+    let s = if var > 0.0 { var.sqrt() } else { 1.0 };
+    let ys: Vec<f64> = y.iter().map(|v| (v - m) / s).collect();
+    let opts = FitOptions {
+        noise: NoiseSpec::Learned { floor: 1e-4 },
+        ..FitOptions::default()
+    };
+    // Warm starts are stored on the standardized scale.
+    let r = fit(x, &ys, d, &opts, warm)?;
+    let p = r.params;
+    let raw = GpParams {
+        kernel: Kernel {
+            outputscale: p.kernel.outputscale * s * s,
+            ..p.kernel.clone()
+        },
+        mean: m + s * p.mean,
+        noise: p.noise * s * s,
+    };
+    Ok((ExactGp::new(x.to_vec(), y.to_vec(), raw)?, p))
+}
+
+/// One `ask` of a CVS study, under the storage lock: the next trial and the new study state, or
+/// why the study is finished.
+pub(crate) fn decide(
+    config: &StudyConfig,
+    section: &CvsSection,
+    space: &SearchSpace,
+    trials: &[Trial],
+    state: &serde_json::Value,
+) -> Result<std::result::Result<(NewTrial, serde_json::Value), Finished>> {
+    let d = space.dim();
+    let seed = config.policy.seed;
+    let problem = section.problem(space, seed)?;
+    let counts = |t: &Trial| config.budget.count_initial || t.decision["phase"] != "initial";
+    let spent: f64 = trials
+        .iter()
+        .filter(|t| counts(t))
+        .filter_map(|t| t.cost)
+        .sum();
+    let committed = spent
+        + trials
+            .iter()
+            .filter(|t| t.state == TrialState::Running && counts(t))
+            .filter_map(|t| CvsTrialInfo::of(t).map(|i| i.cost))
+            .sum::<f64>();
+    if let Some(m) = config.budget.max_trials
+        && trials.len() as u64 >= m
+    {
+        return Ok(Err(Finished::MaxTrials(m)));
+    }
+    let remaining = config.budget.total.map_or(f64::INFINITY, |b| b - committed);
+    let affordable: Vec<bool> = problem
+        .sets()
+        .iter()
+        .map(|s| s.cost <= remaining * (1.0 + 1e-12) + 1e-12)
+        .collect();
+    let budget_done = || Finished::Budget {
+        spent,
+        total: config.budget.total.unwrap_or(f64::INFINITY),
+    };
+    if !affordable.iter().any(|&a| a) {
+        return Ok(Err(budget_done()));
+    }
+    // Complete trials at their realized points, in order.
+    let mut x = Vec::new();
+    let mut y = Vec::new();
+    for t in trials {
+        if let (TrialState::Complete, Some(obj)) = (t.state, t.objective) {
+            x.extend_from_slice(&t.x);
+            y.push(config.study.direction.to_internal(obj));
+        }
+    }
+    let n_init = section.initial_design;
+    let k = trials.len() as u64;
+    let warm: Option<GpParams> = state.get("params").and_then(crate::study::params_from_json);
+    let mut new_state = match state {
+        serde_json::Value::Object(_) => state.clone(),
+        _ => json!({}),
+    };
+    let (decision, phase, params_json) = if trials.len() < n_init || y.len() < n_init {
+        // Initial design: the cheapest affordable set (ties: the one controlling the most
+        // parameters), its values from a scrambled Sobol design over all parameters.
+        let set = (0..problem.num_sets())
+            .filter(|&i| affordable[i])
+            .min_by(|&a, &b| {
+                let (sa, sb) = (&problem.sets()[a], &problem.sets()[b]);
+                sa.cost
+                    .total_cmp(&sb.cost)
+                    .then(sb.vars.len().cmp(&sa.vars.len()))
+            })
+            .expect("some set is affordable");
+        let u = design_point(d, k, seed)?;
+        let x_ctrl: Vec<f64> = problem.sets()[set].vars.iter().map(|&v| u[v]).collect();
+        let dec = Decision {
+            set,
+            x_ctrl,
+            scores: vec![f64::NAN; problem.num_sets()],
+            epsilon: None,
+            phase: None,
+            lambda: None,
+        };
+        (dec, "initial", serde_json::Value::Null)
+    } else {
+        let (mut gp, standardized) = fit_gp(&x, &y, d, warm.as_ref())?;
+        new_state["params"] = params_to_json(&standardized);
+        let p = gp.params().clone();
+        // Pending trials: at the distributions' means, at their posterior mean.
+        let pending: Vec<f64> = trials
+            .iter()
+            .filter(|t| t.state == TrialState::Running)
+            .flat_map(|t| t.x.clone())
+            .collect();
+        if !pending.is_empty() {
+            let (mu, _) = gp.predict(&pending)?;
+            gp = gp.condition_on(&pending, &mu)?;
+        }
+        let t_cut = section.t_cut.unwrap_or_else(|| {
+            config
+                .budget
+                .total
+                .map_or(100.0, |b| (b / problem.max_cost()).max(1.0))
+        });
+        let mut policy = build_policy(&section.policy, t_cut, section.lambda)?;
+        // Rebuild the policy's state from the model-phase trials that were paid for and observed.
+        let mut best = f64::NEG_INFINITY;
+        let mut replayed = 0;
+        for t in trials {
+            let y_t = match (t.state, t.objective) {
+                (TrialState::Complete, Some(o)) => config.study.direction.to_internal(o),
+                _ => continue,
+            };
+            if t.decision["phase"] == "model"
+                && let Some(dec) = stored_decision(t, problem.num_sets())
+            {
+                policy.replay(&dec, best, y_t);
+                replayed += 1;
+            }
+            best = best.max(y_t);
+        }
+        let ctx = Context {
+            problem: &problem,
+            gp: &gp,
+            affordable: &affordable,
+            iteration: replayed,
+            best_y: best,
+            seed: mix(seed, 1000 + k),
+            optimizer: &SetOptimizer::default(),
+        };
+        let dec = policy.select(&ctx)?;
+        (dec, "model", params_to_json(&p))
+    };
+    let set = &problem.sets()[decision.set];
+    let names: Vec<String> = space.names().map(str::to_string).collect();
+    // Random parameters at their means until the realized values are told.
+    let means: Vec<f64> = problem
+        .dists()
+        .iter()
+        .map(|p| p.as_ref().map_or(0.5, |p| p.mean()))
+        .collect();
+    let x_new = space.snap(&problem.assemble(decision.set, &decision.x_ctrl, &means));
+    let all = space.decode(&x_new);
+    let controlled: Vec<String> = set.vars.iter().map(|&v| names[v].clone()).collect();
+    let random: Vec<String> = problem
+        .random_vars(decision.set)
+        .iter()
+        .map(|&v| names[v].clone())
+        .collect();
+    let mut params = serde_json::Map::new();
+    for n in &controlled {
+        params.insert(n.clone(), all[n].clone());
+    }
+    let finite = |v: f64| v.is_finite().then_some(v);
+    let cvs = json!({
+        "control_set": decision.set,
+        "name": section.control_sets[decision.set].name,
+        "controlled": controlled,
+        "random": random,
+        "cost": set.cost,
+        "x_ctrl": set.vars.iter().map(|&v| x_new[v]).collect::<Vec<f64>>(),
+        "score": finite(decision.scores[decision.set]),
+        "scores": decision.scores.iter().map(|&s| finite(s)).collect::<Vec<_>>(),
+        "epsilon": decision.epsilon,
+        "etc_phase": phase_str(decision.phase),
+        "lambda": decision.lambda,
+    });
+    let record = json!({
+        "phase": phase,
+        "acquisition": section.policy,
+        "acquisition_value": finite(decision.scores[decision.set]),
+        "lambda": decision.lambda,
+        "params": params_json,
+        "predicted_cost": set.cost,
+        "pending": trials.iter().filter(|t| t.state == TrialState::Running).count(),
+        "cvs": cvs,
+    });
+    Ok(Ok((
+        NewTrial {
+            params: serde_json::Value::Object(params),
+            x: x_new,
+            decision: record,
+        },
+        new_state,
+    )))
+}
+
+/// The decision of a stored model-phase trial, as [`pandora_core::cvs::CvsPolicy::replay`] needs
+/// it.
+fn stored_decision(t: &Trial, m: usize) -> Option<Decision> {
+    let c = t.decision.get("cvs")?;
+    let set = c.get("control_set")?.as_u64()? as usize;
+    if set >= m {
+        return None;
+    }
+    let mut scores = vec![f64::NAN; m];
+    scores[set] = c.get("score").and_then(|v| v.as_f64()).unwrap_or(f64::NAN);
+    Some(Decision {
+        set,
+        x_ctrl: c
+            .get("x_ctrl")?
+            .as_array()?
+            .iter()
+            .filter_map(|v| v.as_f64())
+            .collect(),
+        scores,
+        epsilon: c.get("epsilon").and_then(|v| v.as_f64()),
+        phase: parse_phase(&c["etc_phase"]),
+        lambda: c.get("lambda").and_then(|v| v.as_f64()),
+    })
+}
