@@ -434,3 +434,24 @@ fn impossible_cvs_configurations_are_refused_naming_the_field() {
         assert!(!d.join("g.db").exists(), "no database for a refused config");
     }
 }
+
+/// The shipped examples run: the simulated one to the end of its budget, the greenhouse one
+/// hands out a control set.
+#[test]
+fn examples_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+    for name in ["cvs_simulated.toml", "cvs_greenhouse.toml"] {
+        std::fs::copy(root.join(name), d.join(name)).unwrap();
+    }
+    let (code, out, err) = pandora(d, &["run", "cvs_simulated.toml", "--quiet"]);
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert!(v["stopped"].as_str().unwrap().contains("budget"), "{out}");
+    assert!(v["summary"]["budget_spent"].as_f64().unwrap() <= 20.0 + 1e-9);
+    let (code, out, err) = pandora(d, &["ask", "cvs_greenhouse.toml"]);
+    assert_eq!(code, 0, "{err}");
+    let a: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(a["control_set"]["name"], "temperature");
+}

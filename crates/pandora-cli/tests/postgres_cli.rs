@@ -260,3 +260,83 @@ fn four_processes_share_one_study_within_the_budget_up_to_pending_trials() {
 fn four_processes_share_one_study_within_the_budget_strictly() {
     budget_run("budget_strict", true);
 }
+
+/// A study with cost-varying variable subsets on PostgreSQL, two processes of two workers each:
+/// the budget holds with running trials committed, every trial ends with its realized point.
+#[test]
+fn cvs_study_with_several_processes() {
+    let Some(db) = TestSchema::new("cvs") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        r#"
+[study]
+name = "cvs"
+storage = "{}"
+[objective]
+builtin = "ackley"
+dim = 3
+[budget]
+total = 30.0
+[cvs]
+policy = "ucb-cvs"
+initial_design = 3
+bank_size = 64
+control_sets = [
+  {{ params = ["x0"], cost = 1.0 }},
+  {{ params = ["x0", "x1"], cost = 2.0 }},
+  {{ params = ["x0", "x1", "x2"], cost = 4.0 }},
+]
+[cvs.random]
+x1 = {{ dist = "uniform" }}
+x2 = {{ dist = "truncated_normal", mean = 0.5, sd = 0.2 }}
+"#,
+        db.url()
+    );
+    std::fs::write(dir.path().join("c.toml"), text).unwrap();
+    let children: Vec<_> = (0..2)
+        .map(|_| {
+            Command::new(env!("CARGO_BIN_EXE_pandora"))
+                .args(["run", "c.toml", "--workers", "2", "--quiet"])
+                .current_dir(dir.path())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for c in children {
+        let out: Output = c.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let (code, out, err) = pandora(dir.path(), &["export", "c.toml", "--format", "json"]);
+    assert_eq!(code, 0, "{err}");
+    let trials: Vec<Value> = serde_json::from_str(&out).unwrap();
+    let spent: f64 = trials.iter().map(|t| t["cost"].as_f64().unwrap()).sum();
+    assert!(spent <= 30.0 + 1e-9, "{spent}");
+    assert!(spent >= 29.0 - 1e-9, "{spent}");
+    let numbers: BTreeSet<u64> = trials
+        .iter()
+        .map(|t| t["number"].as_u64().unwrap())
+        .collect();
+    assert_eq!(numbers.len(), trials.len());
+    for t in &trials {
+        assert_eq!(t["state"], "complete", "{t}");
+        let p = t["params"].as_object().unwrap();
+        assert_eq!(p.len(), 3, "{t}");
+        let x: Vec<f64> = t["x"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_f64().unwrap())
+            .collect();
+        for (k, xk) in x.iter().enumerate() {
+            assert_eq!(p[&format!("x{k}")].as_f64().unwrap(), *xk);
+        }
+    }
+}
