@@ -455,3 +455,22 @@ fn examples_run() {
     let a: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(a["control_set"]["name"], "temperature");
 }
+
+/// A study's control sets and random laws cannot change once it exists (its trials refer to
+/// them); its policy can.
+#[test]
+fn control_sets_of_an_existing_study_cannot_change() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(d.join("g.toml"), EXTERNAL).unwrap();
+    assert_eq!(ask(d)["number"], 0);
+    let changed = EXTERNAL.replacen("cost = 0.5", "cost = 0.7", 1);
+    std::fs::write(d.join("g2.toml"), changed).unwrap();
+    let (code, _, err) = pandora(d, &["ask", "g2.toml"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("other control sets"), "{err}");
+    let other_policy = EXTERNAL.replacen("policy = \"gittins-d\"", "policy = \"etc-ada\"", 1);
+    std::fs::write(d.join("g3.toml"), other_policy).unwrap();
+    let (code, _, err) = pandora(d, &["ask", "g3.toml"]);
+    assert_eq!(code, 0, "{err}");
+}

@@ -104,6 +104,37 @@ impl NativeStudy {
         })
     }
 
+    /// Records a complete trial of a `[cvs]` study with the realized values of its random
+    /// parameters (`random_json`: a JSON object `name -> value`); `cost` defaults to the control
+    /// set's cost. Returns the stored trial (with the realized point) as JSON.
+    #[pyo3(signature = (number, objective, cost, random_json))]
+    fn tell_realized(
+        &self,
+        py: Python<'_>,
+        number: u64,
+        objective: f64,
+        cost: Option<f64>,
+        random_json: &str,
+    ) -> PyResult<String> {
+        if !objective.is_finite() {
+            return Err(value_err(format!(
+                "value must be finite, got {objective} (report a failure with tell(..., failed=reason))"
+            )));
+        }
+        let random: serde_json::Value = serde_json::from_str(random_json).map_err(json_err)?;
+        let Some(random) = random.as_object() else {
+            return Err(value_err("random must be a dict name -> value".to_string()));
+        };
+        py.detach(|| {
+            self.with(|s| {
+                let t = s
+                    .tell_realized(number, objective, cost, random)
+                    .map_err(study_err)?;
+                serde_json::to_string(&t).map_err(json_err)
+            })
+        })
+    }
+
     /// Records a failed trial; returns the stored trial as JSON.
     #[pyo3(signature = (number, reason, cost=None))]
     fn fail(

@@ -170,6 +170,22 @@ impl Study {
                 ),
             ));
         }
+        // Stored trials refer to control sets by index and to the random parameters' laws: a
+        // study cannot change them (its policy may change).
+        let sets = |c: &StudyConfig| {
+            c.cvs
+                .as_ref()
+                .map(|s| (s.control_sets.clone(), s.random.clone()))
+        };
+        if sets(&stored) != sets(&config) {
+            return Err(Error::invalid(
+                "cvs",
+                format!(
+                    "study '{}' already exists with other control sets or random parameters                      (or without a [cvs] section); use another name",
+                    config.study.name
+                ),
+            ));
+        }
         let space = config.search_space();
         Ok(Self {
             storage,

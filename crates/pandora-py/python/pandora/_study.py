@@ -120,6 +120,14 @@ class Trial:
         self.decision = decision
         self._asked_at = time.perf_counter()
 
+    @property
+    def control_set(self) -> Optional[Dict[str, Any]]:
+        """In a study with cost-varying variable subsets (a ``[cvs]`` section): the control set
+        handed out, ``{"control_set": index, "name", "controlled": [...], "random": [...],
+        "cost", ...}``; the parameters listed under ``"random"`` are left to chance and their
+        realized values go to :meth:`Study.tell` (``random={...}``). ``None`` otherwise."""
+        return self.decision.get("cvs")
+
     def __repr__(self) -> str:
         return f"Trial(number={self.number}, params={self.params!r})"
 
@@ -322,14 +330,17 @@ class Study:
         cost: Optional[float] = None,
         *,
         failed: Optional[str] = None,
+        random: Optional[Dict[str, float]] = None,
     ) -> Dict[str, Any]:
         """Records the outcome of ``trial`` (a :class:`Trial` or its number).
 
         ``value`` is the objective in the study's direction. ``cost``: required for
         ``cost="reported"``; for ``"runtime"`` it defaults to the seconds since :meth:`ask`
         handed out the trial; for ``"uniform"``/``"known"`` it defaults to the known cost.
-        Pass ``failed="reason"`` instead of a value to mark the evaluation failed. Returns the
-        stored trial as a dict.
+        Pass ``failed="reason"`` instead of a value to mark the evaluation failed. In a study with
+        cost-varying variable subsets (``[cvs]``), ``random`` gives the realized values of the
+        parameters the trial's control set left random (see :attr:`Trial.control_set`), and the
+        cost defaults to the control set's. Returns the stored trial as a dict.
         """
         number = trial.number if isinstance(trial, Trial) else trial
         if isinstance(number, bool) or not isinstance(number, (int, np.integer)) or number < 0:
@@ -343,6 +354,8 @@ class Study:
                 raise ValueError("give either value or failed, not both")
             if cost is None and kind == "runtime" and isinstance(trial, Trial):
                 cost = time.perf_counter() - trial._asked_at
+            if random is not None:
+                raise ValueError("random= goes with a value: a failed trial has no realized values")
             return json.loads(self._native.fail(number, str(failed), cost))
         if value is None:
             raise ValueError("tell needs a value (or failed='reason')")
@@ -350,6 +363,16 @@ class Study:
             value = float(value)
         except (TypeError, ValueError):
             raise ValueError(f"value must be a number, got {value!r}") from None
+        if self._config.get("cvs") is not None:
+            values = {}
+            for k, v in (random or {}).items():
+                try:
+                    values[str(k)] = float(v)
+                except (TypeError, ValueError):
+                    raise ValueError(f"random[{k!r}] must be a number, got {v!r}") from None
+            return json.loads(self._native.tell_realized(number, value, cost, json.dumps(values)))
+        if random is not None:
+            raise ValueError("random= is only for studies with cost-varying variable subsets ([cvs])")
         if cost is None:
             if kind == "reported":
                 raise ValueError("cost= is required because the study's costs are 'reported'")
