@@ -2,32 +2,10 @@
 //! that cannot work. Each must give a failed trial with the reason or a clear error naming the
 //! problem, and nothing already stored may change.
 
+mod common;
+use common::{export, pandora};
+
 use serde_json::Value;
-use std::path::Path;
-use std::process::Command;
-
-fn pandora(dir: &Path, args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_pandora"))
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("run pandora");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-fn export(dir: &Path, cfg: &str) -> Vec<Value> {
-    let (code, out, err) = pandora(dir, &["export", cfg, "--format", "json"]);
-    assert_eq!(code, 0, "{err}");
-    serde_json::from_str::<Value>(&out)
-        .unwrap()
-        .as_array()
-        .unwrap()
-        .clone()
-}
 
 /// The objective's behaviour for each call, in order (the script counts its calls in a file).
 const MODES: [(&str, &str); 12] = [

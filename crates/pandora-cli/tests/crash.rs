@@ -2,23 +2,13 @@
 //! that every evaluation completed before the kill survived, the interrupted trial is marked
 //! abandoned, and the study finishes.
 
+mod common;
+use common::pandora;
+
 use serde_json::Value;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-fn pandora(dir: &Path, args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_pandora"))
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("run pandora");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
 
 fn lines(path: &Path) -> Vec<String> {
     std::fs::read_to_string(path)
@@ -29,13 +19,7 @@ fn lines(path: &Path) -> Vec<String> {
 }
 
 fn export(dir: &Path) -> Vec<Value> {
-    let (code, out, err) = pandora(dir, &["export", "s.toml", "--format", "json"]);
-    assert_eq!(code, 0, "{err}");
-    serde_json::from_str::<Value>(&out)
-        .unwrap()
-        .as_array()
-        .unwrap()
-        .clone()
+    common::export(dir, "s.toml")
 }
 
 const MAX_TRIALS: usize = 10;

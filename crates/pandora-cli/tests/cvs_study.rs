@@ -1,32 +1,10 @@
 //! End-to-end tests of studies with cost-varying variable subsets (`[cvs]`): `pandora run` on a
 //! simulated builtin problem, `ask`/`tell` with realized random values, and bad input.
 
+mod common;
+use common::{export, pandora};
 use serde_json::Value;
 use std::path::Path;
-use std::process::Command;
-
-fn pandora(dir: &Path, args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_pandora"))
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("run pandora");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-fn export(dir: &Path, config: &str) -> Vec<Value> {
-    let (code, out, err) = pandora(dir, &["export", config, "--format", "json"]);
-    assert_eq!(code, 0, "{err}");
-    serde_json::from_str::<Value>(&out)
-        .unwrap()
-        .as_array()
-        .unwrap()
-        .clone()
-}
 
 /// ETC-Ada with costs 2, 4 and 8: `⌊4/2⌋ = 2` plays of the cheapest group, `⌊4/4⌋ = 1` of the
 /// middle one, then commit.

@@ -4,6 +4,9 @@
 //! (`.ci/run` starts one); otherwise each test prints a skip message and passes. Every test uses
 //! its own schema (`?schema=...` in the storage URL), dropped at the end.
 
+mod common;
+use common::pandora;
+
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -46,19 +49,6 @@ impl Drop for TestSchema {
             ));
         }
     }
-}
-
-fn pandora(dir: &Path, args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_pandora"))
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("run pandora");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
 }
 
 fn config(url: &str, limits: &str) -> String {

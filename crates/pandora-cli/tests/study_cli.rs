@@ -1,21 +1,8 @@
 //! End-to-end tests of the study commands on SQLite.
 
+mod common;
+use common::pandora;
 use serde_json::Value;
-use std::path::Path;
-use std::process::Command;
-
-fn pandora(dir: &Path, args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_pandora"))
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("run pandora");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
 
 const BUILTIN: &str = r#"
 [study]
