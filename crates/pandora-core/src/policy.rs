@@ -387,6 +387,22 @@ pub fn propose(
     if config.acquisition == AcquisitionName::Random {
         return simple(Phase::Random);
     }
+    // Checked before the (costlier) fit.
+    if config.output_scale.is_some()
+        && matches!(
+            config.acquisition,
+            AcquisitionName::Ts | AcquisitionName::Kg | AcquisitionName::BMsEi
+        )
+    {
+        return Err(Error::invalid(
+            "output_scale",
+            format!(
+                "{} samples or conditions the stationary GP directly and does not support a \
+                 variable-amplitude model",
+                config.acquisition.as_str()
+            ),
+        ));
+    }
     let transforms = Transforms {
         normalize_inputs: None,
         standardize_outcomes: config.standardize,
@@ -404,21 +420,6 @@ pub fn propose(
         ));
     }
     let model = fitted.with_fantasies(history.pending)?;
-    if config.output_scale.is_some()
-        && matches!(
-            config.acquisition,
-            AcquisitionName::Ts | AcquisitionName::Kg | AcquisitionName::BMsEi
-        )
-    {
-        return Err(Error::invalid(
-            "output_scale",
-            format!(
-                "{} samples or conditions the stationary GP directly and does not support a \
-                 variable-amplitude model",
-                config.acquisition.as_str()
-            ),
-        ));
-    }
     let best_f = history.y.iter().copied().fold(f64::NEG_INFINITY, f64::max);
     let lambda = ctx.lambda.or(config.params.lambda);
     let ms = &config.multistart;

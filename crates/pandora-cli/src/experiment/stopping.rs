@@ -23,8 +23,8 @@ use pandora_core::stopping::pbgi::PbgiStopping;
 use pandora_core::stopping::prb::{Prb, SampleSchedule};
 use pandora_core::stopping::ucb_lcb::UcbLcb;
 use pandora_core::stopping::{
-    Candidates, CostInfo, Guard, OptimizerConfig, RuleConfig, RunState, StoppingConfig,
-    SuppliedStatistics, Trace as RegretTrace, evaluate_stop, replay,
+    Candidates, CostInfo, Guard, OptimizerConfig, RuleConfig, RunState, StopOutcome,
+    StoppingConfig, SuppliedStatistics, Trace as RegretTrace, evaluate_stop, replay,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashSet};
@@ -529,24 +529,11 @@ pub struct RunRow {
     pub rule: String,
     /// λ.
     pub lambda: f64,
-    /// Stopping iteration `t` (BO evaluations in the data kept; the run's end if never fired).
-    pub stop: usize,
-    /// Whether the rule fired.
-    pub fired: bool,
     /// The run's last iteration `T`.
     pub run_length: usize,
-    /// Simple regret at the stop.
-    pub simple_regret: f64,
-    /// BO-phase cumulative cost at the stop.
-    pub cumulative_cost: f64,
-    /// `R_λ` at the stop.
-    pub cost_adjusted_regret: f64,
-    /// The hindsight-optimal iteration.
-    pub hindsight_index: usize,
-    /// `R_λ` there.
-    pub hindsight_regret: f64,
-    /// `R_λ(stop) − R_λ(hindsight)`.
-    pub gap_to_hindsight: f64,
+    /// Where the rule stopped (`index`: BO evaluations in the data kept, the run's end if it
+    /// never fired) and the regrets there and at the hindsight-optimal iteration.
+    pub outcome: StopOutcome,
 }
 
 /// A complete run's regret trace and the data to replay rules on it.
@@ -670,15 +657,8 @@ pub fn replay_run(
                 seed: t.header.seed,
                 rule: rule.label.clone(),
                 lambda,
-                stop: o.index,
-                fired: o.fired,
                 run_length: data.trace.len() - 1,
-                simple_regret: o.simple_regret,
-                cumulative_cost: o.cumulative_cost,
-                cost_adjusted_regret: o.cost_adjusted_regret,
-                hindsight_index: o.hindsight_index,
-                hindsight_regret: o.hindsight_regret,
-                gap_to_hindsight: o.gap_to_hindsight,
+                outcome: o,
             });
         }
     }
@@ -794,12 +774,12 @@ pub fn aggregate(
                         .filter(|r| r.rule == rule.label)
                         .map(|r| {
                             (
-                                r.stop,
-                                r.fired,
-                                r.cost_adjusted_regret,
-                                r.simple_regret,
-                                r.cumulative_cost,
-                                r.gap_to_hindsight,
+                                r.outcome.index,
+                                r.outcome.fired,
+                                r.outcome.cost_adjusted_regret,
+                                r.outcome.simple_regret,
+                                r.outcome.cumulative_cost,
+                                r.outcome.gap_to_hindsight,
                             )
                         })
                         .collect();
@@ -827,11 +807,11 @@ pub fn aggregate(
                 let hind: Vec<Item> = runs
                     .iter()
                     .map(|(r, c)| {
-                        let h = r.hindsight_index;
+                        let h = r.outcome.hindsight_index;
                         (
                             h,
                             true,
-                            r.hindsight_regret,
+                            r.outcome.hindsight_regret,
                             c.simple_regret[h],
                             c.cumulative_cost[h],
                             0.0,
@@ -873,7 +853,7 @@ pub fn aggregate(
                     .iter()
                     .map(|(r, c)| {
                         let (i, rr, reg, cost) = at(c, best_t);
-                        (i, true, rr, reg, cost, rr - r.hindsight_regret)
+                        (i, true, rr, reg, cost, rr - r.outcome.hindsight_regret)
                     })
                     .collect();
                 out.push(group_row(
@@ -909,15 +889,15 @@ pub fn runs_csv(rows: &[RunRow]) -> String {
             r.seed,
             csv_field(&r.rule),
             r.lambda,
-            r.stop,
-            r.fired,
+            r.outcome.index,
+            r.outcome.fired,
             r.run_length,
-            r.simple_regret,
-            r.cumulative_cost,
-            r.cost_adjusted_regret,
-            r.hindsight_index,
-            r.hindsight_regret,
-            r.gap_to_hindsight
+            r.outcome.simple_regret,
+            r.outcome.cumulative_cost,
+            r.outcome.cost_adjusted_regret,
+            r.outcome.hindsight_index,
+            r.outcome.hindsight_regret,
+            r.outcome.gap_to_hindsight
         );
     }
     out
@@ -952,13 +932,7 @@ pub fn groups_csv(rows: &[GroupRow]) -> String {
 }
 
 fn fmt(v: f64) -> String {
-    if v == 0.0 {
-        "0".into()
-    } else if v.abs() >= 1e-3 && v.abs() < 1e4 {
-        format!("{v:.4}")
-    } else {
-        format!("{v:.2e}")
-    }
+    super::summary::fmt_number(v, 2)
 }
 
 /// A text table per problem and λ: rules × policies, cells `mean R ± s.e. (mean stop, never
@@ -1231,11 +1205,24 @@ rules = [
         // λ = 0.5: R = 2, 1.5, 2.5, 2.5, 3.0 (hindsight t = 1, 1.5).
         let expect = |rule: &str, lambda: f64, stop: usize, fired: bool, r: f64, gap: f64| {
             let row = find(&rows, rule, lambda);
-            assert_eq!((row.stop, row.fired), (stop, fired), "{rule} at {lambda}");
-            assert!((row.cost_adjusted_regret - r).abs() < 1e-12, "{row:?}");
-            assert!((row.gap_to_hindsight - gap).abs() < 1e-12, "{row:?}");
+            assert_eq!(
+                (row.outcome.index, row.outcome.fired),
+                (stop, fired),
+                "{rule} at {lambda}"
+            );
             assert!(
-                (row.cost_adjusted_regret - row.simple_regret - lambda * row.cumulative_cost).abs()
+                (row.outcome.cost_adjusted_regret - r).abs() < 1e-12,
+                "{row:?}"
+            );
+            assert!(
+                (row.outcome.gap_to_hindsight - gap).abs() < 1e-12,
+                "{row:?}"
+            );
+            assert!(
+                (row.outcome.cost_adjusted_regret
+                    - row.outcome.simple_regret
+                    - lambda * row.outcome.cumulative_cost)
+                    .abs()
                     < 1e-12
             );
             assert_eq!(row.run_length, 4);
@@ -1259,7 +1246,10 @@ rules = [
         // Burn-in 3 at λ = 0.5: first allowed check t = 3.
         expect("pbgi(burn_in=3)", 0.5, 3, true, 2.5, 1.0);
         let h = find(&rows, "pbgi", 0.1);
-        assert_eq!((h.hindsight_index, h.hindsight_regret), (3, 0.9));
+        assert_eq!(
+            (h.outcome.hindsight_index, h.outcome.hindsight_regret),
+            (3, 0.9)
+        );
 
         // The PBGI(0.1) policy is evaluated at its own λ only.
         let rows = replay_run(&sp, &plan.policies[1], &hand_trace("pbgi(0.1)"), 0.0).unwrap();

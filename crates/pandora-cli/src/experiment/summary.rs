@@ -306,12 +306,18 @@ pub fn final_csv(all: &[ProblemSummary]) -> String {
 }
 
 fn fmt_num(v: f64) -> String {
+    fmt_number(v, 3)
+}
+
+/// A number for a text table: 4 decimals in `[1e-3, 1e4)`, otherwise scientific with
+/// `exp_digits` digits after the point (0 as `0`).
+pub fn fmt_number(v: f64, exp_digits: usize) -> String {
     if v == 0.0 {
         "0".into()
     } else if v.abs() >= 1e-3 && v.abs() < 1e4 {
         format!("{v:.4}")
     } else {
-        format!("{v:.3e}")
+        format!("{v:.exp_digits$e}")
     }
 }
 
