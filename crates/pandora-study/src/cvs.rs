@@ -667,3 +667,58 @@ fn stored_decision(t: &Trial, m: usize) -> Option<Decision> {
         lambda: c.get("lambda").and_then(|v| v.as_f64()),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::{Ask, Outcome, Study, StudyConfig, storage};
+    use serde_json::json;
+
+    const CONFIG: &str = r#"
+[study]
+name = "t"
+storage = "sqlite::memory:"
+[objective]
+kind = "external"
+[[space]]
+type = "float"
+name = "a"
+low = 0.0
+high = 2.0
+[[space]]
+type = "float"
+name = "b"
+low = -1.0
+high = 1.0
+[budget]
+total = 3.0
+[cvs]
+initial_design = 2
+bank_size = 16
+control_sets = [{ params = ["a"], cost = 1.0 }, { params = ["a", "b"], cost = 2.0 }]
+[cvs.random]
+b = { dist = "discrete", values = [-0.5, 0.5] }
+"#;
+
+    #[test]
+    fn library_tells_need_the_realized_values() {
+        let cfg = StudyConfig::from_toml(CONFIG).unwrap();
+        let mut s = Study::open(cfg, storage::open("sqlite::memory:").unwrap()).unwrap();
+        let Ask::Trial(t) = s.ask("w").unwrap() else {
+            panic!("a trial")
+        };
+        assert_eq!(s.trial_cost(&t), Some(1.0));
+        let plain = Outcome::Complete {
+            objective: 1.0,
+            cost: 1.0,
+        };
+        let e = s.tell(t.number, &plain).unwrap_err().to_string();
+        assert!(e.contains("leaves b random"), "{e}");
+        let mut r = serde_json::Map::new();
+        r.insert("b".into(), json!(0.5));
+        let told = s.tell_realized(t.number, 1.0, None, &r).unwrap();
+        assert_eq!(told.params["b"], json!(0.5));
+        assert_eq!(told.x[1], 0.75);
+        assert_eq!(told.cost, Some(1.0));
+        assert!(s.tell_realized(t.number, 1.0, None, &r).is_err(), "told twice");
+    }
+}

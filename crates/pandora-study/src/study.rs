@@ -181,7 +181,8 @@ impl Study {
             return Err(Error::invalid(
                 "cvs",
                 format!(
-                    "study '{}' already exists with other control sets or random parameters                      (or without a [cvs] section); use another name",
+                    "study '{}' already exists with other control sets or random parameters \
+                     (or without a [cvs] section); use another name",
                     config.study.name
                 ),
             ));
@@ -591,7 +592,8 @@ impl Study {
                 return Err(Error::invalid(
                     format!("trial {number}"),
                     format!(
-                        "leaves {} random: tell their realized values too                          (pandora tell ... --random NAME=VALUE)",
+                        "leaves {} random: tell their realized values too \
+                         (pandora tell ... --random NAME=VALUE)",
                         info.random.join(", ")
                     ),
                 ));
