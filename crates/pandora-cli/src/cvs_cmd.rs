@@ -728,4 +728,30 @@ mod tests {
         assert_eq!(regret_at(&r, 0.3), 2.0);
         assert_eq!(regret_at(&r, 10.0), 1.0);
     }
+
+    #[test]
+    fn setting_panels_show_the_mean_and_one_standard_error_in_fixed_colors() {
+        let mut a = rec(&[0.5, 1.0], &[4.0, 2.0]);
+        let mut b = rec(&[0.25, 1.0], &[6.0, 0.0]);
+        a.spec.policy = "ucb-cvs".into();
+        b.spec.policy = "ucb-cvs".into();
+        b.spec.seed = 1;
+        let policies = vec!["etc-50".to_string(), "ucb-cvs".to_string()];
+        let s = setting_summary("toy".into(), &policies, &[&a, &b]);
+        // Only policies with runs; the grid runs from 0 to the budget.
+        assert_eq!(s.policies.len(), 1);
+        assert_eq!(s.grid.len(), FIGURE_GRID);
+        assert_eq!((s.grid[0], s.grid[FIGURE_GRID - 1]), (0.0, 1.0));
+        let p = setting_panel(&s, &policies, "t".into());
+        let series = &p.series[0];
+        assert_eq!(series.color, Some(1));
+        // At cost 1: regrets 2 and 0, mean 1, standard error 1 (sample sd √2, n = 2).
+        let last = FIGURE_GRID - 1;
+        assert_eq!(series.y[last], 1.0);
+        let (lo, hi) = series.band.as_ref().unwrap();
+        assert!((lo[last] - 0.0).abs() < 1e-12 && (hi[last] - 2.0).abs() < 1e-12);
+        // At cost 0.5 (step functions): 4 and 6.
+        assert_eq!(series.y[(FIGURE_GRID - 1) / 2], 5.0);
+        assert!(!p.log_y, "a band reaching 0 cannot be drawn on a log axis");
+    }
 }
