@@ -7,9 +7,14 @@
 //! per setting and policy, the simple regret at the end of the budget and at fixed fractions of it
 //! (mean ± 1 s.e., as the paper plots, and the median). See docs/cvs.md.
 
+use crate::experiment::config::file_component;
+use crate::experiment::figures::{Statistic, panel};
+use crate::experiment::summary::{PolicySummary, ProblemSummary, stats};
+use crate::plot::{Figure, Legend, Panel, render};
 use anyhow::{Context, Result, bail};
 use pandora_core::cvs::{
-    CvsFunction, CvsProblem, DEFAULT_BANK_SIZE, RunConfig, SetOptimizer, Trace, build_policy, run,
+    CvsFunction, CvsProblem, DEFAULT_BANK_SIZE, POLICY_NAMES, RunConfig, SetOptimizer, Trace,
+    build_policy, run,
 };
 use pandora_problems::cvs::{
     AirfoilGp, CostLevel, GpSample, PlantGrowth, airfoil_control_sets, bocvs_problem,
@@ -18,7 +23,7 @@ use pandora_problems::cvs::{
 use pandora_problems::synthetic::Function;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -467,7 +472,8 @@ fn regret_at(rec: &RunRecord, cost: f64) -> f64 {
 /// Budget fractions at which the summary reports the regret.
 const FRACTIONS: [f64; 4] = [0.25, 0.5, 0.75, 1.0];
 
-/// Reads every run of `dir`, writes `dir/summary.csv` and returns the printed table.
+/// Reads every run of `dir`, writes `dir/summary.csv` and the figures (`dir/figures/`, see
+/// [`write_figures`]) and returns the printed table.
 pub fn summarize(dir: &Path) -> Result<String> {
     let runs_dir = dir.join("runs");
     let mut records = Vec::new();
@@ -505,7 +511,8 @@ pub fn summarize(dir: &Path) -> Result<String> {
         let secs = recs.iter().map(|r| r.wall_seconds).sum::<f64>() / recs.len() as f64;
         for &frac in &FRACTIONS {
             let vals: Vec<f64> = recs.iter().map(|r| regret_at(r, frac * budget)).collect();
-            let (mean, se, median) = stats(&vals);
+            let st = stats(&vals);
+            let (mean, se, median) = (st.mean, 0.5 * st.se2, st.median);
             let _ = writeln!(
                 csv,
                 "{setting},{policy},{},{frac},{},{mean},{se},{median},{steps},{secs}",
@@ -524,30 +531,159 @@ pub fn summarize(dir: &Path) -> Result<String> {
         }
     }
     std::fs::write(dir.join("summary.csv"), csv)?;
+    let fdir = dir.join("figures");
+    let written = write_figures(&fdir, &records)?;
+    eprintln!("{} figure file(s) in {}", written.len(), fdir.display());
     Ok(table)
 }
 
-/// Mean, standard error and median (NaN-free input assumed; empty gives NaNs).
-fn stats(v: &[f64]) -> (f64, f64, f64) {
-    let n = v.len() as f64;
-    if v.is_empty() {
-        return (f64::NAN, f64::NAN, f64::NAN);
+/// Points of the figures' cost grid, from 0 to the budget.
+const FIGURE_GRID: usize = 201;
+
+/// Rank of a policy in the figures (the order of `POLICY_NAMES`, unknown names last).
+fn policy_rank(name: &str) -> usize {
+    POLICY_NAMES
+        .iter()
+        .position(|p| *p == name)
+        .unwrap_or(POLICY_NAMES.len())
+}
+
+/// Rank of a cost level (cheap, moderate, expensive, then anything else).
+fn cost_rank(name: &str) -> usize {
+    ["cheap", "moderate", "expensive"]
+        .iter()
+        .position(|c| *c == name)
+        .unwrap_or(3)
+}
+
+/// The statistics of one setting's runs, per policy of `policies` that has runs, on a grid of
+/// [`FIGURE_GRID`] costs from 0 to the budget: at every cost, the simple regret of each run (a
+/// step function of the cost, [`regret_at`]) gives the mean, its standard error and the quartiles.
+fn setting_summary(title: String, policies: &[String], recs: &[&RunRecord]) -> ProblemSummary {
+    let budget = recs.iter().map(|r| r.spec.budget).fold(0.0, f64::max);
+    let grid: Vec<f64> = (0..FIGURE_GRID)
+        .map(|i| budget * i as f64 / (FIGURE_GRID - 1) as f64)
+        .collect();
+    let policies = policies
+        .iter()
+        .filter_map(|p| {
+            let mine: Vec<&RunRecord> = recs
+                .iter()
+                .copied()
+                .filter(|r| &r.spec.policy == p)
+                .collect();
+            if mine.is_empty() {
+                return None;
+            }
+            let steps: usize = mine.iter().map(|r| r.steps.len()).sum();
+            let seconds: f64 = mine.iter().map(|r| r.wall_seconds).sum();
+            Some(PolicySummary {
+                policy: p.clone(),
+                stats: grid
+                    .iter()
+                    .map(|&c| stats(&mine.iter().map(|r| regret_at(r, c)).collect::<Vec<_>>()))
+                    .collect(),
+                mean_evaluations: steps as f64 / mine.len() as f64,
+                mean_seconds_per_step: seconds / steps.max(1) as f64,
+            })
+        })
+        .collect();
+    ProblemSummary {
+        problem: title,
+        grid,
+        empirical_reference: false,
+        policies,
+        incomplete: 0,
     }
-    let mean = v.iter().sum::<f64>() / n;
-    let var = if v.len() > 1 {
-        v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0)
-    } else {
-        0.0
+}
+
+/// The mean ± 1 s.e. panel of a setting, each policy in its color of `policies`.
+fn setting_panel(s: &ProblemSummary, policies: &[String], title: String) -> Panel {
+    let mut p = panel(s, Statistic::MeanSe, title);
+    for series in &mut p.series {
+        series.color = policies.iter().position(|q| *q == series.name);
+    }
+    p
+}
+
+/// Writes the figures of the runs into `fdir` and returns the paths written: per setting
+/// (objective × cost level × variance) `OBJECTIVE_COST_varV.png|svg`, the simple regret against
+/// cumulative cost per policy as the mean ± 1 standard error over the seeds (the paper's
+/// Figure 2), and per objective `OBJECTIVE.png|svg` with a panel per setting (cost levels
+/// cheap, moderate, expensive, then variances in increasing order; three panels a row). Every
+/// policy keeps one color throughout.
+fn write_figures(fdir: &Path, records: &[RunRecord]) -> Result<Vec<PathBuf>> {
+    std::fs::create_dir_all(fdir).with_context(|| format!("creating {fdir:?}"))?;
+    let mut policies: Vec<String> = records.iter().map(|r| r.spec.policy.clone()).collect();
+    policies.sort_by(|a, b| policy_rank(a).cmp(&policy_rank(b)).then(a.cmp(b)));
+    policies.dedup();
+    let mut settings: Vec<(String, String, f64)> = records
+        .iter()
+        .map(|r| {
+            (
+                r.spec.objective.clone(),
+                r.spec.cost_level.clone(),
+                r.spec.variance,
+            )
+        })
+        .collect();
+    settings.sort_by(|a, b| {
+        a.0.cmp(&b.0)
+            .then(cost_rank(&a.1).cmp(&cost_rank(&b.1)))
+            .then(a.1.cmp(&b.1))
+            .then(a.2.total_cmp(&b.2))
+    });
+    settings.dedup();
+    let label = Statistic::MeanSe.label();
+    let mut written = Vec::new();
+    let mut write = |fig: &Figure, stem: String| -> Result<()> {
+        for ext in ["png", "svg"] {
+            let path = fdir.join(format!("{}.{ext}", file_component(&stem)));
+            render(fig, &path)?;
+            written.push(path);
+        }
+        Ok(())
     };
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    let m = s.len();
-    let median = if m % 2 == 1 {
-        s[m / 2]
-    } else {
-        0.5 * (s[m / 2 - 1] + s[m / 2])
-    };
-    (mean, (var / n).sqrt(), median)
+    let mut overview: BTreeMap<&str, Vec<Panel>> = BTreeMap::new();
+    for (objective, cost, variance) in &settings {
+        let recs: Vec<&RunRecord> = records
+            .iter()
+            .filter(|r| {
+                &r.spec.objective == objective
+                    && &r.spec.cost_level == cost
+                    && r.spec.variance == *variance
+            })
+            .collect();
+        let seeds = recs
+            .iter()
+            .map(|r| r.spec.seed)
+            .collect::<BTreeSet<_>>()
+            .len();
+        let s = setting_summary(format!("{cost}, var = {variance}"), &policies, &recs);
+        let fig = Figure {
+            title: format!("{objective}, {cost} costs, variance {variance}"),
+            panels: vec![setting_panel(
+                &s,
+                &policies,
+                format!("simple regret, {label} over {seeds} seed(s)"),
+            )],
+        };
+        write(&fig, format!("{objective}_{cost}_var{variance}"))?;
+        let panels = overview.entry(objective.as_str()).or_default();
+        let mut p = setting_panel(&s, &policies, s.problem.clone());
+        if !panels.is_empty() {
+            p.legend = Legend::Hidden;
+        }
+        panels.push(p);
+    }
+    for (objective, panels) in overview {
+        let fig = Figure {
+            title: format!("{objective}: simple regret against cumulative cost ({label})"),
+            panels,
+        };
+        write(&fig, objective.to_string())?;
+    }
+    Ok(written)
 }
 
 #[cfg(test)]
@@ -594,12 +730,28 @@ mod tests {
     }
 
     #[test]
-    fn stats_match_hand_values() {
-        let (m, se, med) = stats(&[1.0, 2.0, 3.0, 10.0]);
-        assert_eq!(m, 4.0);
-        assert_eq!(med, 2.5);
-        // sample variance (9 + 4 + 1 + 36)/3 = 50/3
-        assert!((se - (50.0f64 / 3.0 / 4.0).sqrt()).abs() < 1e-12);
-        assert_eq!(stats(&[7.0]), (7.0, 0.0, 7.0));
+    fn setting_panels_show_the_mean_and_one_standard_error_in_fixed_colors() {
+        let mut a = rec(&[0.5, 1.0], &[4.0, 2.0]);
+        let mut b = rec(&[0.25, 1.0], &[6.0, 0.0]);
+        a.spec.policy = "ucb-cvs".into();
+        b.spec.policy = "ucb-cvs".into();
+        b.spec.seed = 1;
+        let policies = vec!["etc-50".to_string(), "ucb-cvs".to_string()];
+        let s = setting_summary("toy".into(), &policies, &[&a, &b]);
+        // Only policies with runs; the grid runs from 0 to the budget.
+        assert_eq!(s.policies.len(), 1);
+        assert_eq!(s.grid.len(), FIGURE_GRID);
+        assert_eq!((s.grid[0], s.grid[FIGURE_GRID - 1]), (0.0, 1.0));
+        let p = setting_panel(&s, &policies, "t".into());
+        let series = &p.series[0];
+        assert_eq!(series.color, Some(1));
+        // At cost 1: regrets 2 and 0, mean 1, standard error 1 (sample sd √2, n = 2).
+        let last = FIGURE_GRID - 1;
+        assert_eq!(series.y[last], 1.0);
+        let (lo, hi) = series.band.as_ref().unwrap();
+        assert!((lo[last] - 0.0).abs() < 1e-12 && (hi[last] - 2.0).abs() < 1e-12);
+        // At cost 0.5 (step functions): 4 and 6.
+        assert_eq!(series.y[(FIGURE_GRID - 1) / 2], 5.0);
+        assert!(!p.log_y, "a band reaching 0 cannot be drawn on a log axis");
     }
 }

@@ -19,21 +19,79 @@ fn config_path() -> String {
     )
 }
 
-/// The reduced Figure 2 grid parses and runs at its smoke size too.
+/// Checks that `dir/figures` holds the PNG and SVG of every file stem in `stems`, each non-empty
+/// and well formed (the PNG signature; an SVG document mentioning `must_mention`).
+fn assert_figures(dir: &Path, stems: &[String], must_mention: &[&str]) {
+    let fdir = dir.join("figures");
+    let mut found: Vec<String> = std::fs::read_dir(&fdir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    found.sort();
+    let mut want: Vec<String> = stems
+        .iter()
+        .flat_map(|s| [format!("{s}.png"), format!("{s}.svg")])
+        .collect();
+    want.sort();
+    assert_eq!(found, want);
+    for stem in stems {
+        let png = std::fs::read(fdir.join(format!("{stem}.png"))).unwrap();
+        assert!(png.len() > 1000, "{stem}.png has {} bytes", png.len());
+        assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n", "{stem}.png");
+        let svg = std::fs::read_to_string(fdir.join(format!("{stem}.svg"))).unwrap();
+        assert!(svg.trim_start().starts_with("<svg"), "{stem}.svg");
+        assert!(svg.trim_end().ends_with("</svg>"), "{stem}.svg");
+        assert!(!svg.contains("NaN"), "{stem}.svg");
+        for name in must_mention {
+            assert!(svg.contains(name), "{name} missing from {stem}.svg");
+        }
+    }
+}
+
+/// The reduced Figure 2 grids parse and run at their smoke size too, with their figures.
 #[test]
-fn reduced_figure_2_config_runs_at_smoke_size() {
-    let dir = tempfile::tempdir().unwrap();
-    let cfg = config_path().replace("cvs_fig2.toml", "cvs_fig2_small.toml");
-    let out = pandora(
-        dir.path(),
-        &["cvs", &cfg, "--smoke", "--quiet", "--out", "res"],
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(dir.path().join("res/summary.csv").exists());
+fn reduced_figure_2_configs_run_at_smoke_size() {
+    for (file, stems) in [
+        (
+            "cvs_fig2_small.toml",
+            vec![
+                "gp_sample_moderate_var0.04",
+                "hartmann3_moderate_var0.04",
+                "plant_moderate_var0.04",
+            ],
+        ),
+        (
+            "cvs_fig2_reduced.toml",
+            vec![
+                "gp_sample_moderate_var0.04",
+                "hartmann3_moderate_var0.04",
+                "plant_moderate_var0.04",
+                "airfoil_moderate_var0.04",
+            ],
+        ),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = config_path().replace("cvs_fig2.toml", file);
+        let out = pandora(
+            dir.path(),
+            &["cvs", &cfg, "--smoke", "--quiet", "--out", "res"],
+        );
+        assert!(
+            out.status.success(),
+            "{file}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let res = dir.path().join("res");
+        assert!(res.join("summary.csv").exists(), "{file}");
+        // A figure per setting and one per objective.
+        let mut all: Vec<String> = stems.iter().map(|s| s.to_string()).collect();
+        all.extend(
+            stems
+                .iter()
+                .map(|s| s.trim_end_matches("_moderate_var0.04").to_string()),
+        );
+        assert_figures(&res, &all, &["ucb-cvs", "gittins-d", "mean ± 1 s.e."]);
+    }
 }
 
 #[test]
@@ -109,9 +167,32 @@ fn figure_2_config_runs_at_smoke_size_and_resumes() {
     );
     assert_eq!(std::fs::read(&runs[0]).unwrap(), before);
 
+    let settings = [
+        "gp_sample_cheap_var0.02",
+        "hartmann3_cheap_var0.02",
+        "plant_cheap_var0.02",
+        "airfoil_cheap_var0.02",
+    ];
+    let mut stems: Vec<String> = settings.iter().map(|s| s.to_string()).collect();
+    stems.extend(["gp_sample", "hartmann3", "plant", "airfoil"].map(String::from));
+    let res = dir.path().join("res");
+    assert_figures(
+        &res,
+        &stems,
+        &["ucb-cvs", "etc-100", "random", "cumulative cost"],
+    );
+
+    // Summarizing again rewrites the same table and the figures.
+    std::fs::remove_dir_all(res.join("figures")).unwrap();
     let s = pandora(dir.path(), &["cvs", "summarize", "res"]);
     assert!(s.status.success());
     assert_eq!(String::from_utf8_lossy(&s.stdout), table);
+    assert!(
+        String::from_utf8_lossy(&s.stderr).contains("16 figure file(s)"),
+        "{}",
+        String::from_utf8_lossy(&s.stderr)
+    );
+    assert_figures(&res, &stems, &["ucb-cvs"]);
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! Figures of an experiment, in the papers' style: regret against cumulative cost per policy,
 //! as the median with a band from the first to the third quartile, and as the mean with a band of
-//! ± 2 standard errors (the statistics of [`super::summary`], on its cost grid).
+//! ± 2 standard errors (the statistics of [`super::summary`], on its cost grid). `pandora cvs`
+//! draws its panels with [`panel`] too, as the mean ± 1 standard error of the BOCVS paper.
 //!
 //! `summary/PROBLEM.png` and `summary/PROBLEM.svg` hold both panels of one problem;
 //! `summary/all.png` and `summary/all.svg` the median panels of every problem side by side. The
@@ -16,11 +17,13 @@ use std::path::{Path, PathBuf};
 
 /// Which statistic a panel shows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Statistic {
+pub enum Statistic {
     /// Median, band q25–q75.
     Median,
     /// Mean, band ± 2 s.e.
     Mean,
+    /// Mean, band ± 1 s.e. (the BOCVS paper's figures).
+    MeanSe,
 }
 
 impl Statistic {
@@ -28,13 +31,16 @@ impl Statistic {
         match self {
             Statistic::Median => (s.median, s.q25, s.q75),
             Statistic::Mean => (s.mean, s.mean - s.se2, s.mean + s.se2),
+            Statistic::MeanSe => (s.mean, s.mean - 0.5 * s.se2, s.mean + 0.5 * s.se2),
         }
     }
 
-    fn label(self) -> &'static str {
+    /// The legend-free description of the line and its band.
+    pub fn label(self) -> &'static str {
         match self {
             Statistic::Median => "median, quartile band",
             Statistic::Mean => "mean ± 2 s.e.",
+            Statistic::MeanSe => "mean ± 1 s.e.",
         }
     }
 }
@@ -47,7 +53,9 @@ fn y_label(s: &ProblemSummary) -> String {
     }
 }
 
-fn panel(s: &ProblemSummary, stat: Statistic, title: String) -> Panel {
+/// The panel of one problem: a line with its band per policy, in palette colors by the
+/// policies' order; the y axis is logarithmic when every plotted value is positive.
+pub fn panel(s: &ProblemSummary, stat: Statistic, title: String) -> Panel {
     let series: Vec<Series> = s
         .policies
         .iter()
