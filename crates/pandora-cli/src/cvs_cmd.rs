@@ -124,6 +124,9 @@ struct RunSpec {
     policy: String,
     seed: u64,
     budget: f64,
+    /// Rows of the sample bank (absent in records written before it was stored).
+    #[serde(default)]
+    bank_size: Option<usize>,
 }
 
 impl RunSpec {
@@ -256,6 +259,11 @@ fn load(path: &str, smoke: bool) -> Result<Plan> {
         None
     };
     let seeds = small.as_ref().map_or(cfg.experiment.seeds, |s| s.seeds);
+    let bank_size = small
+        .as_ref()
+        .and_then(|s| s.bank_size)
+        .or(cfg.experiment.bank_size)
+        .unwrap_or(DEFAULT_BANK_SIZE);
     let mut runs = Vec::new();
     for prob in &cfg.problem {
         let (_, _, _, default_budget) = objective_setup(&prob.objective)?;
@@ -280,6 +288,7 @@ fn load(path: &str, smoke: bool) -> Result<Plan> {
                             policy: pol.clone(),
                             seed,
                             budget,
+                            bank_size: Some(bank_size),
                         });
                     }
                 }
@@ -293,11 +302,6 @@ fn load(path: &str, smoke: bool) -> Result<Plan> {
         optimizer.restarts_partial = 2;
         optimizer.restarts_full = 2;
     }
-    let bank_size = small
-        .as_ref()
-        .and_then(|s| s.bank_size)
-        .or(cfg.experiment.bank_size)
-        .unwrap_or(DEFAULT_BANK_SIZE);
     Ok(Plan {
         name: if smoke {
             format!("{}-smoke", cfg.experiment.name)
@@ -393,11 +397,30 @@ pub fn main(args: Args) -> Result<()> {
         .num_threads(jobs)
         .build()
         .context("building the thread pool")?;
-    let todo: Vec<&RunSpec> = plan
-        .runs
-        .iter()
-        .filter(|r| !runs_dir.join(r.file_name()).exists())
-        .collect();
+    // A run file is reused only if it was made with the same settings (a changed budget or bank
+    // size must not be mixed silently into the summary); older records without a bank size are
+    // compared on the rest.
+    let mut todo: Vec<&RunSpec> = Vec::new();
+    for r in &plan.runs {
+        let path = runs_dir.join(r.file_name());
+        if !path.exists() {
+            todo.push(r);
+            continue;
+        }
+        let old: RunRecord = serde_json::from_slice(&std::fs::read(&path)?)
+            .with_context(|| format!("parsing {path:?}"))?;
+        let same = RunSpec {
+            bank_size: old.spec.bank_size.or(r.bank_size),
+            ..old.spec.clone()
+        } == *r;
+        if !same {
+            bail!(
+                "{path:?} was made with other settings ({:?}) than this configuration asks for \
+                 ({r:?}): use another --out directory or remove the old runs",
+                old.spec
+            );
+        }
+    }
     // The optimum of the expected objective depends on the objective, the variance and the
     // seed (function and bank), not on the costs or the policy: compute each once.
     let mut keys: Vec<(String, String, u64)> = todo
@@ -699,6 +722,7 @@ mod tests {
                 policy: "random".into(),
                 seed: 0,
                 budget: 1.0,
+                bank_size: Some(16),
             },
             optimum: 0.0,
             wall_seconds: 0.0,

@@ -166,6 +166,21 @@ fn figure_2_config_runs_at_smoke_size_and_resumes() {
         "{err}"
     );
     assert_eq!(std::fs::read(&runs[0]).unwrap(), before);
+    // Other settings (here the smoke budget) into the same directory are refused, not mixed in.
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    let smoke = text.find("[smoke]").unwrap();
+    let (head, tail) = text.split_at(smoke);
+    let changed = format!("{head}{}", tail.replacen("budget = 0.1", "budget = 0.2", 1));
+    assert_ne!(changed, text);
+    std::fs::write(dir.path().join("changed.toml"), changed).unwrap();
+    let mixed = pandora(
+        dir.path(),
+        &["cvs", "changed.toml", "--smoke", "--out", "res", "--quiet"],
+    );
+    assert!(!mixed.status.success());
+    let err = String::from_utf8_lossy(&mixed.stderr);
+    assert!(err.contains("other settings"), "{err}");
+    assert_eq!(std::fs::read(&runs[0]).unwrap(), before);
 
     let settings = [
         "gp_sample_cheap_var0.02",

@@ -719,6 +719,9 @@ b = { dist = "discrete", values = [-0.5, 0.5] }
         assert_eq!(told.params["b"], json!(0.5));
         assert_eq!(told.x[1], 0.75);
         assert_eq!(told.cost, Some(1.0));
-        assert!(s.tell_realized(t.number, 1.0, None, &r).is_err(), "told twice");
+        assert!(
+            s.tell_realized(t.number, 1.0, None, &r).is_err(),
+            "told twice"
+        );
     }
 }
