@@ -188,7 +188,10 @@ impl ScaledGp {
         let z = (y - self.y_mean) / self.y_std;
         Ok(Self {
             gp: self.gp.condition_on(&self.internal(x), &[z])?,
-            ..self.clone()
+            lower: self.lower.clone(),
+            range: self.range.clone(),
+            y_mean: self.y_mean,
+            y_std: self.y_std,
         })
     }
 }
