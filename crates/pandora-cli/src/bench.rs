@@ -253,24 +253,16 @@ pub fn main(filter: Option<&str>, quick: bool, reps: usize) -> Result<()> {
 /// costs are unknown, plus the acquisition) on fixed data; a new step seed per repetition.
 fn time_step(
     d: usize,
-    x: &[f64],
-    y: &[f64],
-    c: &[f64],
+    h: pandora_core::policy::History<'_>,
     config: &pandora_core::policy::StepConfig,
     ctx: &pandora_core::policy::StepContext,
     unknown_cost: bool,
     reps: usize,
 ) -> (f64, f64, usize) {
-    use pandora_core::policy::{CostSetting, History, propose};
+    use pandora_core::policy::{CostSetting, propose};
     let mut seed = 0;
     time(reps, || {
         seed += 1;
-        let h = History {
-            x,
-            y,
-            cost: c,
-            pending: &[],
-        };
         let cost = if unknown_cost {
             CostSetting::Unknown
         } else {
@@ -278,6 +270,16 @@ fn time_step(
         };
         propose(d, h, config, ctx, cost, seed, None).expect("step")
     })
+}
+
+/// A history without pending points.
+fn history<'a>(x: &'a [f64], y: &'a [f64], cost: &'a [f64]) -> pandora_core::policy::History<'a> {
+    pandora_core::policy::History {
+        x,
+        y,
+        cost,
+        pending: &[],
+    }
 }
 
 /// The issue-8 lookahead and entropy workloads: one full B-MS-EI acquisition (fit of both GPs,
@@ -327,7 +329,7 @@ fn lookahead(want: &dyn Fn(&str) -> bool, quick: bool, reps: usize, threads: usi
             };
             // Trees of more than 16 points take minutes per call: time one call.
             let reps = if tree.num_points() > 16 { 1 } else { reps };
-            let (med, min, r) = time_step(d, &x, &y, &c, &config, &ctx, true, reps);
+            let (med, min, r) = time_step(d, history(&x, &y, &c), &config, &ctx, true, reps);
             emit(
                 json!({"bench": "bmsei_step", "n": n, "d": d, "problem": "alpine1",
                 "cost": "cosine (unknown)", "tree": stages, "points": tree.num_points(),
@@ -351,7 +353,14 @@ fn lookahead(want: &dyn Fn(&str) -> bool, quick: bool, reps: usize, threads: usi
             params: AcquisitionParams::default(),
             ..StepConfig::default()
         };
-        let (med, min, r) = time_step(D, &x, &y, &c, &config, &StepContext::default(), false, reps);
+        let (med, min, r) = time_step(
+            D,
+            history(&x, &y, &c),
+            &config,
+            &StepContext::default(),
+            false,
+            reps,
+        );
         emit(json!({"bench": name, "n": n, "d": D, "data": "ackley",
             "median_ms": med, "min_ms": min, "reps": r, "threads": threads}));
     }
