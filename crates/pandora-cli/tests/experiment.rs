@@ -402,6 +402,10 @@ fn configuration_errors_are_clear() {
         "unknown field `budjet`",
     );
     expect_config_error(&SMOKE.replace("lambda0 = 0.1", "lambda0 = -1.0"), "lambda0");
+    expect_config_error(
+        &SMOKE.replace("lambda0 = 0.1", "lambda0 = 0.1\ntree = [1]"),
+        "`tree` does not apply",
+    );
 }
 
 /// Every `pandora experiment` configuration in `experiments/` parses, and its smoke size runs end

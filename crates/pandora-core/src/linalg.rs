@@ -162,6 +162,13 @@ impl Cholesky {
     /// new block only, following the factor's policy. Returns an error (leaving the factor
     /// unchanged) if that fails as well.
     pub fn append(&mut self, cross: MatRef<'_, f64>, block: MatRef<'_, f64>) -> Result<()> {
+        *self = self.appended(cross, block)?;
+        Ok(())
+    }
+
+    /// The factor of the bordered matrix (see [`Cholesky::append`]) as a new factor, leaving
+    /// `self` unchanged (no copy of `self` is made first).
+    pub fn appended(&self, cross: MatRef<'_, f64>, block: MatRef<'_, f64>) -> Result<Self> {
         let n = self.n();
         let m = block.nrows();
         if cross.nrows() != n {
@@ -209,8 +216,11 @@ impl Cholesky {
             .submatrix_mut(n, 0, m, n)
             .copy_from(l12.transpose());
         l.as_mut().submatrix_mut(n, n, m, m).copy_from(l22.as_ref());
-        self.l = l;
-        Ok(())
+        Ok(Self {
+            l,
+            jitter: self.jitter,
+            policy: self.policy,
+        })
     }
 
     /// Solves `L X = B` in place.
@@ -251,6 +261,11 @@ impl Cholesky {
         }
         out
     }
+}
+
+/// Solves `L X = B` in place for a lower-triangular `L` (sequential).
+pub fn solve_lower(l: MatRef<'_, f64>, rhs: MatMut<'_, f64>) {
+    solve_lower_triangular_in_place(l, rhs, Par::Seq);
 }
 
 /// `C = A Bᵀ`-style helper: `dst ← beta·dst + alpha·lhs·rhs` with faer's sequential matmul.

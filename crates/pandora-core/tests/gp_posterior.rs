@@ -186,6 +186,31 @@ fn conditioning_equals_refitting() {
             assert!((u - v).abs() < 1e-8);
         }
         assert!((full.log_marginal_likelihood() - cond.log_marginal_likelihood()).abs() < 1e-9);
+        // The same once the base model has computed L⁻¹ (a posterior call): the conditioned
+        // model then derives its L⁻¹ by the block formula, for a block of 10 and for a chain of
+        // one-point appends (the B-MS-EI tree's case).
+        base.posterior(&q[..d], false).unwrap();
+        let block = base.condition_on(&x[30 * d..], &y[30..]).unwrap();
+        let mut chain = base.clone();
+        for i in 30..40 {
+            chain.posterior(&q[..d], false).unwrap();
+            chain = chain
+                .condition_on(&x[i * d..(i + 1) * d], &y[i..i + 1])
+                .unwrap();
+        }
+        for m in [&block, &chain] {
+            let b = m.posterior(&q, true).unwrap();
+            for i in 0..50 {
+                assert!((a.mean[i] - b.mean[i]).abs() < 1e-10);
+                assert!((a.var[i] - b.var[i]).abs() < 1e-10);
+            }
+            for (u, v) in a.mean_grad.iter().zip(&b.mean_grad) {
+                assert!((u - v).abs() < 1e-8);
+            }
+            for (u, v) in a.var_grad.iter().zip(&b.var_grad) {
+                assert!((u - v).abs() < 1e-8);
+            }
+        }
     }
 }
 

@@ -6,7 +6,7 @@
 
 use super::stopping::{StoppingPlan, StoppingSection};
 use anyhow::{Context, Result, anyhow, bail};
-use pandora_core::acquisition::{AcquisitionName, AcquisitionParams, PbgiDecay};
+use pandora_core::acquisition::{AcquisitionName, AcquisitionParams, FantasyTree, PbgiDecay};
 use pandora_core::gp::KernelKind;
 use pandora_core::gp::fit::{FitOptions, NoiseSpec, Priors};
 use pandora_core::optim::multistart::MultiStartOptions;
@@ -157,6 +157,10 @@ pub struct PolicyConfig {
     pub ucb_beta: Option<f64>,
     /// Cost exponent α of EIPC-type acquisitions (default 1).
     pub alpha: Option<f64>,
+    /// B-MS-EI's scenario tree: fantasies per look-ahead stage (default `[1, 1, 1]`, the 4-step
+    /// path; `[1]` is 2-step, `[4, 4, 2]` the paper's tree).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tree: Option<FantasyTree>,
 }
 
 /// The `[smoke]` table: replaces sizes under `--smoke`.
@@ -357,6 +361,16 @@ fn default_policy_label(p: &PolicyConfig) -> String {
             format_number(p.lambda0.unwrap_or(0.1)),
             format_number(p.beta.unwrap_or(2.0))
         ),
+        "b_ms_ei" => {
+            let stages: Vec<String> = p
+                .tree
+                .unwrap_or_default()
+                .stages()
+                .iter()
+                .map(ToString::to_string)
+                .collect();
+            format!("b_ms_ei({})", stages.join(","))
+        }
         other => other.to_string(),
     }
 }
@@ -407,6 +421,7 @@ fn check_policy(p: &PolicyConfig) -> Result<()> {
         name == AcquisitionName::PbgiD,
     )?;
     stray("beta", p.beta.is_some(), name == AcquisitionName::PbgiD)?;
+    stray("tree", p.tree.is_some(), name == AcquisitionName::BMsEi)?;
     stray(
         "ucb_beta",
         p.ucb_beta.is_some(),
@@ -665,6 +680,7 @@ impl Plan {
                 lambda: pol.lambda,
                 beta: pol.ucb_beta,
                 alpha: pol.alpha,
+                tree: pol.tree,
                 ..AcquisitionParams::default()
             },
             fit,

@@ -188,7 +188,10 @@ impl ScaledGp {
         let z = (y - self.y_mean) / self.y_std;
         Ok(Self {
             gp: self.gp.condition_on(&self.internal(x), &[z])?,
-            ..self.clone()
+            lower: self.lower.clone(),
+            range: self.range.clone(),
+            y_mean: self.y_mean,
+            y_std: self.y_std,
         })
     }
 }
@@ -216,6 +219,9 @@ impl Posterior for ScaledGp {
         Ok(p)
     }
 }
+
+/// `((μ, σ²), (m, v))` at one point: the objective's and the log cost's latent posteriors.
+type Prediction = ((f64, f64), (f64, f64));
 
 /// How the cost of a fantasized evaluation is known.
 #[derive(Clone)]
@@ -262,17 +268,28 @@ impl<'a> NodeState<'a> {
         if self.budget.is_nan() || self.budget <= BUDGET_CLAMP {
             return Ok(0.0);
         }
-        let (mu, var) = self.f.mean_var(x)?;
-        let (m, v) = self.cost.log_cost(x)?;
+        Ok(self.stage_value_from(self.predict(x)?))
+    }
+
+    /// `((μ, σ²), (m, v))`: the objective's and the log cost's latent posteriors at `x`.
+    fn predict(&self, x: &[f64]) -> Result<Prediction> {
+        Ok((self.f.mean_var(x)?, self.cost.log_cost(x)?))
+    }
+
+    /// The stage value from the posteriors at the node's point (0 once the budget is exhausted).
+    fn stage_value_from(&self, ((mu, var), (m, v)): Prediction) -> f64 {
+        if self.budget.is_nan() || self.budget <= BUDGET_CLAMP {
+            return 0.0;
+        }
         let sigma = var.max(1e-12).sqrt();
-        Ok(budgeted_ei(
+        budgeted_ei(
             mu,
             sigma,
             LogCost { mean: m, var: v },
             self.best,
             self.budget,
         )
-        .value)
+        .value
     }
 
     /// The state after evaluating `x` and observing the fantasy with standard-normal base
@@ -280,18 +297,23 @@ impl<'a> NodeState<'a> {
     /// `ŷ = μ + z_f √(σ² + noise)`, `ln ĉ = m + z_c √(v + noise_c)`. The budget drops by
     /// `ĉ = exp(ln ĉ)` (once: the reference code's double subtraction, A10.3, is not copied).
     pub fn child(&self, x: &[f64], z: (f64, f64)) -> Result<NodeState<'a>> {
-        let (mu, var) = self.f.mean_var(x)?;
+        self.child_from(x, z, self.predict(x)?)
+    }
+
+    /// [`NodeState::child`] with the posteriors at `x` already computed.
+    fn child_from(
+        &self,
+        x: &[f64],
+        z: (f64, f64),
+        ((mu, var), (m, v)): Prediction,
+    ) -> Result<NodeState<'a>> {
         let y = mu + z.0 * (var + self.f.noise()).sqrt();
         let (cost, c_hat) = match &self.cost {
             CostBelief::Unknown(g) => {
-                let (m, v) = g.mean_var(x)?;
                 let lc = m + z.1 * (v + g.noise()).sqrt();
                 (CostBelief::Unknown(Box::new(g.condition(x, lc)?)), lc.exp())
             }
-            other => {
-                let (m, _) = other.log_cost(x)?;
-                (other.clone(), m.exp())
-            }
+            other => (other.clone(), m.exp()),
         };
         Ok(NodeState {
             f: self.f.condition(x, y)?,
@@ -389,13 +411,15 @@ impl<'a> BudgetedMultiStepEi<'a> {
             return Ok(0.0);
         }
         let x = self.row(pts, stage, j);
-        let mut v = st.stage_value(x)?;
+        // One posterior evaluation at the node serves its value and all its children.
+        let pred = st.predict(x)?;
+        let mut v = st.stage_value_from(pred);
         if stage < self.tree.depth() {
             let zs = &self.base[stage];
             let m = zs.len();
             let mut acc = 0.0;
             for (i, &z) in zs.iter().enumerate() {
-                let child = st.child(x, z)?;
+                let child = st.child_from(x, z, pred)?;
                 acc += self.subtree(&child, stage + 1, j * m + i, pts)?;
             }
             v += acc / m as f64;
@@ -427,8 +451,9 @@ impl<'a> BudgetedMultiStepEi<'a> {
             let mut next = Vec::with_capacity(self.tree.width(n + 1));
             for (j, st) in out[n].iter().enumerate() {
                 let x = self.row(pts, n, j);
+                let pred = st.predict(x)?;
                 for &z in &self.base[n] {
-                    next.push(st.child(x, z)?);
+                    next.push(st.child_from(x, z, pred)?);
                 }
             }
             out.push(next);

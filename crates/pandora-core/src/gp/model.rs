@@ -520,8 +520,29 @@ impl ExactGp {
             kern.eval(&x_new[a * d..(a + 1) * d], &x_new[b * d..(b + 1) * d])
                 + if a == b { self.params.noise } else { 0.0 }
         });
-        let mut chol = self.chol.clone();
-        chol.append(cross.as_ref(), block.as_ref())?;
+        let chol = self.chol.appended(cross.as_ref(), block.as_ref())?;
+        // If L⁻¹ is already known, the new one follows in O(n²m) from the block form
+        // [[L, 0], [B, C]]⁻¹ = [[L⁻¹, 0], [−C⁻¹ B L⁻¹, C⁻¹]] instead of O((n+m)³) on first use.
+        let linv = OnceLock::new();
+        if let Some(old) = self.linv.get() {
+            let lf = chol.l();
+            let b = lf.submatrix(n, 0, m, n);
+            let c = lf.submatrix(n, n, m, m);
+            let mut t = Mat::<f64>::zeros(m, n);
+            gemm(t.as_mut(), false, b, old.as_ref(), -1.0);
+            let mut cinv = Mat::<f64>::identity(m, m);
+            crate::linalg::solve_lower(c, t.as_mut());
+            crate::linalg::solve_lower(c, cinv.as_mut());
+            let mut li = Mat::<f64>::zeros(n + m, n + m);
+            li.as_mut()
+                .submatrix_mut(0, 0, n, n)
+                .copy_from(old.as_ref());
+            li.as_mut().submatrix_mut(n, 0, m, n).copy_from(t.as_ref());
+            li.as_mut()
+                .submatrix_mut(n, n, m, m)
+                .copy_from(cinv.as_ref());
+            let _ = linv.set(li);
+        }
         let mut x = self.x.clone();
         x.extend_from_slice(x_new);
         let mut y = self.y.clone();
@@ -537,7 +558,7 @@ impl ExactGp {
             chol,
             alpha,
             xt,
-            linv: OnceLock::new(),
+            linv,
         })
     }
 }
