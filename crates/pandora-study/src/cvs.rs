@@ -13,9 +13,9 @@
 use crate::config::StudyConfig;
 use crate::error::{Error, Result};
 use crate::space::{Param, SearchSpace};
-use crate::study::{Finished, params_to_json};
+use crate::study::{Finished, counts_toward_budget, params_to_json};
 use crate::trial::{NewTrial, Trial, TrialState};
-use pandora_core::cvs::policy::{Context, Decision, Phase};
+use pandora_core::cvs::policy::{Context, Decision, Phase, mix_seed};
 use pandora_core::cvs::{ControlSet, CvsProblem, Distribution, SetOptimizer, build_policy};
 use pandora_core::gp::fit::{FitOptions, NoiseSpec, fit};
 use pandora_core::gp::{ExactGp, GpParams, Kernel};
@@ -162,12 +162,29 @@ impl CvsSection {
         }
         build_policy(&self.policy, 1.0, self.lambda)
             .map_err(|e| Error::invalid("cvs.policy", e.to_string()))?;
-        self.problem(&space, 0).map(|_| ())
+        if self.bank_size == 0 {
+            return Err(Error::invalid("cvs.bank_size", "must be at least 1"));
+        }
+        self.problem_with_bank(&space, 0, 1).map(|_| ())
     }
 
     /// The unit-cube problem: control sets by variable index, distributions mapped to `[0, 1]`
-    /// and a sample bank seeded by `seed`.
+    /// and a sample bank of `bank_size` rows seeded by `seed`.
     pub fn problem(&self, space: &SearchSpace, seed: u64) -> Result<CvsProblem> {
+        if self.bank_size == 0 {
+            return Err(Error::invalid("cvs.bank_size", "must be at least 1"));
+        }
+        self.problem_with_bank(space, seed, self.bank_size)
+    }
+
+    /// [`CvsSection::problem`] with a bank of `bank_size` rows (1 where no expectation is taken:
+    /// validation, drawing the random parameters).
+    fn problem_with_bank(
+        &self,
+        space: &SearchSpace,
+        seed: u64,
+        bank_size: usize,
+    ) -> Result<CvsProblem> {
         let names: Vec<&str> = space.names().collect();
         let index = |n: &str, what: &str| {
             names.iter().position(|&m| m == n).ok_or_else(|| {
@@ -256,16 +273,7 @@ impl CvsSection {
                 ));
             }
         }
-        if self.bank_size == 0 {
-            return Err(Error::invalid("cvs.bank_size", "must be at least 1"));
-        }
-        Ok(CvsProblem::new(
-            names.len(),
-            sets,
-            dists,
-            self.bank_size,
-            seed,
-        )?)
+        Ok(CvsProblem::new(names.len(), sets, dists, bank_size, seed)?)
     }
 }
 
@@ -391,8 +399,8 @@ pub fn draw_random(
             "is not a trial of a [cvs] study",
         )
     })?;
-    let problem = section.problem(space, 0)?;
-    let mut rng = Xoshiro256PlusPlus::seed_from_u64(mix(seed, 0x5eed ^ trial.number));
+    let problem = section.problem_with_bank(space, 0, 1)?;
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(mix_seed(seed, 0x5eed ^ trial.number));
     let rest = problem.draw_random(info.set, &mut rng);
     let mut out = serde_json::Map::new();
     for &v in problem.random_vars(info.set) {
@@ -406,13 +414,6 @@ pub fn draw_random(
         out.insert(name.clone(), json!(low + u * (high - low)));
     }
     Ok(out)
-}
-
-fn mix(seed: u64, k: u64) -> u64 {
-    let mut z = seed ^ k.wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
 }
 
 fn phase_str(p: Option<Phase>) -> serde_json::Value {
@@ -471,7 +472,7 @@ pub(crate) fn decide(
     let d = space.dim();
     let seed = config.policy.seed;
     let problem = section.problem(space, seed)?;
-    let counts = |t: &Trial| config.budget.count_initial || t.decision["phase"] != "initial";
+    let counts = |t: &Trial| counts_toward_budget(config, t);
     let spent: f64 = trials
         .iter()
         .filter(|t| counts(t))
@@ -583,7 +584,7 @@ pub(crate) fn decide(
             affordable: &affordable,
             iteration: replayed,
             best_y: best,
-            seed: mix(seed, 1000 + k),
+            seed: mix_seed(seed, 1000 + k),
             optimizer: &SetOptimizer::default(),
         };
         let dec = policy.select(&ctx)?;

@@ -763,7 +763,7 @@ pub fn params_from_json(v: &serde_json::Value) -> Option<GpParams> {
 }
 
 /// Whether a trial's cost is charged to the budget (the initial design's only if `count_initial`).
-fn counts_toward_budget(config: &StudyConfig, t: &Trial) -> bool {
+pub(crate) fn counts_toward_budget(config: &StudyConfig, t: &Trial) -> bool {
     config.budget.count_initial || t.decision["phase"] != "initial"
 }
 

@@ -98,7 +98,9 @@ pub trait CvsPolicy: Send {
     }
 }
 
-fn mix(seed: u64, k: u64) -> u64 {
+/// Derives an independent seed from `seed` and a stream number `k` (SplitMix64 finalizer); used
+/// for every per-decision seed of the CVS policies and of CVS studies.
+pub fn mix_seed(seed: u64, k: u64) -> u64 {
     let mut z = seed ^ k.wrapping_mul(0x9e37_79b9_7f4a_7c15);
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
@@ -142,7 +144,7 @@ fn maximize_sets<'o>(
                 i,
                 obj.as_ref(),
                 start,
-                mix(ctx.seed, salt.wrapping_mul(1000).wrapping_add(i as u64)),
+                mix_seed(ctx.seed, salt.wrapping_mul(1000).wrapping_add(i as u64)),
             )
         })
         .collect::<Result<_>>()?;
@@ -593,7 +595,7 @@ impl CvsPolicy for TsPsq {
         } else {
             full_shortcut(ctx.problem, &all)
         };
-        let mut rng = Xoshiro256PlusPlus::seed_from_u64(mix(ctx.seed, 77));
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(mix_seed(ctx.seed, 77));
         let path = PosteriorPath::sample(ctx.gp, self.num_features, &mut rng)?;
         let vals = maximize_sets(ctx, &sets, &mut self.warm, 2, |i| {
             Box::new(Expected {
@@ -643,7 +645,7 @@ impl CvsPolicy for EiPsq {
         } else {
             full_shortcut(ctx.problem, &all)
         };
-        let mut rng = Xoshiro256PlusPlus::seed_from_u64(mix(ctx.seed, 78));
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(mix_seed(ctx.seed, 78));
         let paths =
             PosteriorPath::sample_batch(ctx.gp, self.num_features, self.samples.max(1), &mut rng)?;
         let d = ctx.problem.dim();
@@ -800,7 +802,7 @@ impl CvsPolicy for RandomChoice {
     }
     fn select(&mut self, ctx: &Context<'_>) -> Result<Decision> {
         let sets = affordable_sets(ctx)?;
-        let mut rng = Xoshiro256PlusPlus::seed_from_u64(mix(ctx.seed, 79));
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(mix_seed(ctx.seed, 79));
         let i = sets[rng.random_range(0..sets.len())];
         let x: Vec<f64> = (0..ctx.problem.sets()[i].vars.len())
             .map(|_| rng.random::<f64>())
