@@ -327,8 +327,6 @@ fn lookahead(want: &dyn Fn(&str) -> bool, quick: bool, reps: usize, threads: usi
                 total_budget: Some(60.0),
                 ..StepContext::default()
             };
-            // Trees of more than 16 points take minutes per call: time one call.
-            let reps = if tree.num_points() > 16 { 1 } else { reps };
             let (med, min, r) = time_step(d, history(&x, &y, &c), &config, &ctx, true, reps);
             emit(
                 json!({"bench": "bmsei_step", "n": n, "d": d, "problem": "alpine1",

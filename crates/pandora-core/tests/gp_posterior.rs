@@ -257,3 +257,76 @@ fn predictive_variance_adds_the_noise() {
         assert_eq!(*vi, pi + gp.params().noise);
     }
 }
+
+#[test]
+fn posterior_pairs_match_posterior_joint_covariance_and_finite_differences() {
+    for kind in KINDS {
+        let d = 3;
+        for n in [0, 25] {
+            let gp = if n == 0 {
+                let params = GpParams {
+                    kernel: Kernel::new(kind, vec![0.3, 0.5, 0.7], 1.3).unwrap(),
+                    mean: 0.25,
+                    noise: 1e-3,
+                };
+                ExactGp::new(Vec::new(), Vec::new(), params).unwrap()
+            } else {
+                model(kind, n, d, 13)
+            };
+            let mut rng = Xoshiro256PlusPlus::seed_from_u64(17);
+            let m = 6;
+            let q = random_points(&mut rng, m, d);
+            let pairs = [(0, 1), (2, 0), (3, 5), (4, 4), (5, 1)];
+            let pp = gp.posterior_pairs(&q, &pairs, true).unwrap();
+            let post = gp.posterior(&q, true).unwrap();
+            let cov = gp.posterior_covariance(&q).unwrap();
+            for j in 0..m {
+                assert!((pp.mean[j] - post.mean[j]).abs() < 1e-12);
+                assert!((pp.var[j] - post.var[j]).abs() < 1e-12);
+                for k in 0..d {
+                    let i = j * d + k;
+                    assert!((pp.mean_grad[i] - post.mean_grad[i]).abs() < 1e-10);
+                    assert!((pp.var_grad[i] - post.var_grad[i]).abs() < 1e-10);
+                }
+            }
+            let values = gp.posterior_pairs(&q, &pairs, false).unwrap();
+            assert!(values.cov_grad.is_empty() && values.mean_grad.is_empty());
+            for (p, &(a, b)) in pairs.iter().enumerate() {
+                assert!(
+                    (pp.cov[p] - cov[a * m + b]).abs() < 1e-12,
+                    "{kind:?} pair {p}"
+                );
+                assert_eq!(values.cov[p], pp.cov[p]);
+                if a == b {
+                    continue;
+                }
+                // ∂Σ(a, b)/∂x_a and ∂Σ(a, b)/∂x_b by central differences of the joint covariance.
+                let h = 1e-6;
+                for (side, row) in [a, b].into_iter().enumerate() {
+                    for k in 0..d {
+                        let mut up = q.clone();
+                        up[row * d + k] += h;
+                        let mut down = q.clone();
+                        down[row * d + k] -= h;
+                        let cu = gp.posterior_covariance(&up).unwrap()[a * m + b];
+                        let cd = gp.posterior_covariance(&down).unwrap()[a * m + b];
+                        let num = (cu - cd) / (2.0 * h);
+                        let ana = pp.cov_grad[p * 2 * d + side * d + k];
+                        let tol = if kind == KernelKind::Matern12 {
+                            1e-4
+                        } else {
+                            1e-6
+                        };
+                        assert!(
+                            (num - ana).abs() < tol * (1.0 + num.abs()),
+                            "{kind:?} n={n} pair {p} side {side} coordinate {k}: {ana} vs {num}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+    let gp = model(KernelKind::Matern52, 5, 2, 1);
+    assert!(gp.posterior_pairs(&[0.1, 0.2], &[(0, 1)], false).is_err());
+    assert!(gp.posterior_pairs(&[0.1, f64::NAN], &[], false).is_err());
+}

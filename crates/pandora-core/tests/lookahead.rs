@@ -831,58 +831,153 @@ fn gauss_hermite_prob(n: usize) -> (Vec<f64>, Vec<f64>) {
     (roots, weights)
 }
 
-#[test]
-fn bmsei_gradient_matches_full_finite_differences() {
-    // The subtree-only finite differences against differences of the full tree value (catches
-    // node indexing and weighting errors), on a [2, 2] tree in 2-D with a known cost.
-    let mut r = rng(9);
+/// A 2-D objective model with 7 random points, a log-cost model on the same points, and a known
+/// cost, for the tree tests.
+fn bmsei_2d_fixture(r: &mut Xoshiro256PlusPlus) -> (GpModel, GpModel, f64) {
     let n = 7;
     let x: Vec<f64> = (0..n * 2).map(|_| r.random::<f64>()).collect();
     let y: Vec<f64> = x
         .chunks(2)
         .map(|p| (3.0 * p[0]).sin() * (2.0 * p[1]).cos())
         .collect();
-    let params = GpParams {
-        kernel: Kernel::new(KernelKind::Matern52, vec![0.3, 0.4], 1.0).unwrap(),
-        mean: 0.0,
-        noise: 1e-4,
+    let lc: Vec<f64> = x.chunks(2).map(|p| 0.4 * p[0] - 0.3 * p[1]).collect();
+    let model = |ys: &[f64], ls: Vec<f64>| {
+        let params = GpParams {
+            kernel: Kernel::new(KernelKind::Matern52, ls, 1.0).unwrap(),
+            mean: 0.0,
+            noise: 1e-4,
+        };
+        let t = Transforms {
+            normalize_inputs: None,
+            standardize_outcomes: true,
+            output_scale: None,
+        };
+        GpModel::with_params(&x, ys, 2, &t, params).unwrap()
     };
-    let t = Transforms {
-        normalize_inputs: None,
-        standardize_outcomes: true,
-        output_scale: None,
-    };
-    let f = GpModel::with_params(&x, &y, 2, &t, params).unwrap();
+    let best = y.iter().copied().fold(f64::MIN, f64::max);
+    (model(&y, vec![0.3, 0.4]), model(&lc, vec![0.5, 0.6]), best)
+}
+
+/// `Σ_n (1/width_n) Σ_j BEI_j` by explicit recursion over conditioned models
+/// (`NodeState::child`, i.e. `condition_on` appends), independent of the closed-form path
+/// posteriors of the tree objective.
+fn recursive_tree_value(
+    st: &NodeState<'_>,
+    stages: &[usize],
+    stage: usize,
+    j: usize,
+    pts: &[f64],
+    d: usize,
+) -> f64 {
+    let offset: usize = (0..stage)
+        .map(|n| stages[..n].iter().product::<usize>())
+        .sum();
+    let x = &pts[(offset + j) * d..(offset + j + 1) * d];
+    if st.budget <= 1e-6 {
+        return 0.0;
+    }
+    let mut v = st.stage_value(x).unwrap();
+    if stage < stages.len() {
+        let m = stages[stage];
+        let zs = fantasy_base_samples(m, stage).unwrap();
+        let mut acc = 0.0;
+        for (i, &z) in zs.iter().enumerate() {
+            let child = st.child(x, z).unwrap();
+            acc += recursive_tree_value(&child, stages, stage + 1, j * m + i, pts, d);
+        }
+        v += acc / m as f64;
+    }
+    v
+}
+
+#[test]
+fn bmsei_tree_value_matches_recursive_conditioning_for_every_cost_belief() {
+    let mut r = rng(21);
+    let (f, c, best) = bmsei_2d_fixture(&mut r);
+    let known = KnownCost(|x: &[f64], g: &mut [f64]| {
+        g[0] = 0.5;
+        g[1] = 0.0;
+        0.3 + 0.5 * x[0]
+    });
+    for stages in [vec![2, 2, 2], vec![3, 1, 2], vec![1, 1, 1]] {
+        let tree = FantasyTree::new(&stages).unwrap();
+        for (belief, budget) in [
+            (
+                CostBelief::Unknown(Box::new(ScaledGp::from_model(&c).unwrap())),
+                2.6,
+            ),
+            (CostBelief::Known(&known), 1.1),
+            (CostBelief::Uniform, 2.5),
+        ] {
+            let root = NodeState {
+                f: ScaledGp::from_model(&f).unwrap(),
+                cost: belief,
+                best,
+                budget,
+            };
+            let b = BudgetedMultiStepEi::new(root.clone(), tree).unwrap();
+            for _ in 0..3 {
+                let pts: Vec<f64> = (0..b.dim()).map(|_| r.random::<f64>()).collect();
+                let q = b.value(&pts).unwrap();
+                let expect = recursive_tree_value(&root, &stages, 0, 0, &pts, 2);
+                assert!(q > 0.0);
+                assert!(
+                    (q - expect).abs() < 1e-9 * (1.0 + expect.abs()),
+                    "{stages:?}: {q} vs {expect}"
+                );
+                let (qg, _) = b.value_and_gradient(&pts).unwrap();
+                assert!((qg - q).abs() < 1e-12 * (1.0 + q.abs()));
+            }
+        }
+    }
+}
+
+#[test]
+fn bmsei_gradient_matches_full_finite_differences() {
+    // The exact (analytic + forward-mode) tree gradient against central differences of the full
+    // tree value, on [2, 2] and [2, 1, 2] trees in 2-D with unknown, known and uniform costs.
+    let mut r = rng(9);
+    let (f, c, best) = bmsei_2d_fixture(&mut r);
     let lc = KnownCost(|x: &[f64], g: &mut [f64]| {
         g[0] = 1.0;
         g[1] = 0.0;
         0.5 + x[0]
     });
-    let best = y.iter().copied().fold(f64::MIN, f64::max);
-    let root = NodeState {
-        f: ScaledGp::from_model(&f).unwrap(),
-        cost: CostBelief::Known(&lc),
-        best,
-        budget: 2.2,
-    };
-    let b = BudgetedMultiStepEi::new(root, FantasyTree::new(&[2, 2]).unwrap()).unwrap();
-    assert_eq!(b.dim(), 7 * 2);
-    let pts: Vec<f64> = (0..14).map(|_| r.random::<f64>()).collect();
-    let (v, g) = b.value_and_gradient(&pts).unwrap();
-    assert!(v > 0.0);
-    let h = 1e-5;
-    let mut w = pts.clone();
-    for i in 0..pts.len() {
-        w[i] = pts[i] + h;
-        let up = b.value(&w).unwrap();
-        w[i] = pts[i] - h;
-        let down = b.value(&w).unwrap();
-        w[i] = pts[i];
-        let num = (up - down) / (2.0 * h);
-        assert!(
-            (num - g[i]).abs() < 1e-5 * (1.0 + num.abs()),
-            "coordinate {i}: {} vs {num}",
-            g[i]
-        );
+    for stages in [vec![2, 2], vec![2, 1, 2]] {
+        for (belief, budget) in [
+            (
+                CostBelief::Unknown(Box::new(ScaledGp::from_model(&c).unwrap())),
+                3.0,
+            ),
+            (CostBelief::Known(&lc), 2.2),
+            (CostBelief::Uniform, 2.5),
+        ] {
+            let root = NodeState {
+                f: ScaledGp::from_model(&f).unwrap(),
+                cost: belief,
+                best,
+                budget,
+            };
+            let b = BudgetedMultiStepEi::new(root, FantasyTree::new(&stages).unwrap()).unwrap();
+            let pts: Vec<f64> = (0..b.dim()).map(|_| r.random::<f64>()).collect();
+            let (v, g) = b.value_and_gradient(&pts).unwrap();
+            assert!(v > 0.0);
+            assert!(g.iter().any(|g| g.abs() > 1e-6));
+            let h = 1e-6;
+            let mut w = pts.clone();
+            for i in 0..pts.len() {
+                w[i] = pts[i] + h;
+                let up = b.value(&w).unwrap();
+                w[i] = pts[i] - h;
+                let down = b.value(&w).unwrap();
+                w[i] = pts[i];
+                let num = (up - down) / (2.0 * h);
+                assert!(
+                    (num - g[i]).abs() < 1e-6 * (1.0 + num.abs()),
+                    "{stages:?} coordinate {i}: {} vs {num}",
+                    g[i]
+                );
+            }
+        }
     }
 }

@@ -124,9 +124,12 @@ impl<'de> serde::Deserialize<'de> for FantasyTree {
 use super::analytic::ExpectedImprovementPerCost;
 use super::budgeted::{BUDGET_CLAMP, budgeted_ei};
 use super::cost::CostModel;
+use super::cost::LogCostBatch;
+use super::fantasy_path::{PathScalar, budgeted_ei_path, condition_path};
 use super::{LogCost, OnModel, UnknownCost, UpperConfidenceBound};
-use crate::gp::{ExactGp, GpModel, Posterior, PosteriorBatch};
+use crate::gp::{ExactGp, GpModel, PairPosterior, Posterior, PosteriorBatch};
 use crate::optim::multistart::{MultiStartOptions, Objective, maximize};
+use num_dual::DualDVec64;
 use rand::SeedableRng;
 use rand_distr::{Distribution, StandardNormal};
 use rand_xoshiro::Xoshiro256PlusPlus;
@@ -176,6 +179,31 @@ impl ScaledGp {
             self.y_mean + self.y_std * p.mean[0],
             p.var[0] * self.y_std * self.y_std,
         ))
+    }
+
+    /// [`ExactGp::posterior_pairs`] in raw units on raw points.
+    pub fn pairs(&self, xs: &[f64], pairs: &[(usize, usize)], grad: bool) -> Result<PairPosterior> {
+        let d = self.lower.len();
+        let mut p = self.gp.posterior_pairs(&self.internal(xs), pairs, grad)?;
+        let s = self.y_std;
+        for m in &mut p.mean {
+            *m = self.y_mean + s * *m;
+        }
+        for v in p.var.iter_mut().chain(p.cov.iter_mut()) {
+            *v *= s * s;
+        }
+        for (i, g) in p.mean_grad.iter_mut().enumerate() {
+            *g *= s / self.range[i % d];
+        }
+        for (i, g) in p
+            .var_grad
+            .iter_mut()
+            .chain(p.cov_grad.iter_mut())
+            .enumerate()
+        {
+            *g *= s * s / self.range[i % d];
+        }
+        Ok(p)
     }
 
     /// Observation-noise variance in raw units.
@@ -359,16 +387,35 @@ pub fn fantasy_base_samples(m: usize, stage: usize) -> Result<Vec<(f64, f64)>> {
 ///
 /// `Q(tree) = Σ_n (1/width_n) Σ_{nodes j of stage n} BEI_j(x_j)`, each node's value computed on
 /// the models conditioned on the fantasies of its path, with its path's incumbent and remaining
-/// budget. The gradient is by central finite differences per coordinate, re-evaluating only the
-/// perturbed node's subtree (not analytic: see `docs/lookahead.md`).
+/// budget. Each node's posterior comes in closed form from the root posterior at its path (see
+/// `fantasy_path`), so no conditioned GP is built; the gradient is exact (analytic root
+/// gradients, forward-mode automatic differentiation through each node's path).
 pub struct BudgetedMultiStepEi<'a> {
     root: NodeState<'a>,
     tree: FantasyTree,
     d: usize,
-    base: Vec<Vec<(f64, f64)>>,
-    offsets: Vec<usize>,
-    /// Finite-difference step of the gradient (default 1e-6).
-    pub fd_step: f64,
+    /// Per tree point (global row): the rows of its path from the root, itself last.
+    paths: Vec<Vec<usize>>,
+    /// Per tree point: the base samples `(z_f, z_c)` of its ancestors' fantasies on its path.
+    zs: Vec<Vec<(f64, f64)>>,
+    /// The (ancestor, node) pairs whose root covariances the tree needs, node by node.
+    pairs: Vec<(usize, usize)>,
+    /// Per tree point: the index in `pairs` of `(path[0], row)`; `(path[i], row)` follows at `+ i`.
+    pair_start: Vec<usize>,
+    /// Per tree point: the weight `1/width` of its stage.
+    weights: Vec<f64>,
+}
+
+/// Row `q` of a row-major `· × d` gradient matrix, or nothing without gradients.
+fn grad_row(v: &[f64], q: usize, d: usize, grad: bool) -> &[f64] {
+    if grad { &v[q * d..(q + 1) * d] } else { &[] }
+}
+
+/// The root quantities of the log-cost belief at the tree points.
+enum CostAtPoints {
+    Gp(PairPosterior, f64),
+    Known(LogCostBatch),
+    Uniform,
 }
 
 impl<'a> BudgetedMultiStepEi<'a> {
@@ -381,17 +428,41 @@ impl<'a> BudgetedMultiStepEi<'a> {
             .enumerate()
             .map(|(k, &m)| fantasy_base_samples(m, k))
             .collect::<Result<Vec<_>>>()?;
-        let mut offsets = vec![0];
-        for n in 0..tree.depth() {
-            offsets.push(offsets[n] + tree.width(n));
+        let mut paths = vec![vec![0]];
+        let mut zs = vec![Vec::new()];
+        let mut weights = vec![1.0];
+        let mut parent_start = 0;
+        for (n, samples) in base.iter().enumerate() {
+            let m = samples.len();
+            let width = tree.width(n + 1);
+            let start = paths.len();
+            for j in 0..width {
+                let parent = parent_start + j / m;
+                let mut path = paths[parent].clone();
+                path.push(start + j);
+                let mut z = zs[parent].clone();
+                z.push(samples[j % m]);
+                paths.push(path);
+                zs.push(z);
+                weights.push(1.0 / width as f64);
+            }
+            parent_start = start;
+        }
+        let mut pairs = Vec::new();
+        let mut pair_start = Vec::with_capacity(paths.len());
+        for (r, path) in paths.iter().enumerate() {
+            pair_start.push(pairs.len());
+            pairs.extend(path[..path.len() - 1].iter().map(|&a| (a, r)));
         }
         Ok(Self {
             root,
             tree,
             d,
-            base,
-            offsets,
-            fd_step: 1e-6,
+            paths,
+            zs,
+            pairs,
+            pair_start,
+            weights,
         })
     }
 
@@ -400,37 +471,14 @@ impl<'a> BudgetedMultiStepEi<'a> {
         self.tree
     }
 
-    fn row<'p>(&self, pts: &'p [f64], stage: usize, j: usize) -> &'p [f64] {
-        let r = self.offsets[stage] + j;
-        &pts[r * self.d..(r + 1) * self.d]
-    }
-
-    /// `S_j = v_j + (1/m) Σ_children S_child`, the value of the subtree at node `j` of `stage`.
-    fn subtree(&self, st: &NodeState<'a>, stage: usize, j: usize, pts: &[f64]) -> Result<f64> {
-        if st.budget.is_nan() || st.budget <= BUDGET_CLAMP {
-            return Ok(0.0);
-        }
-        let x = self.row(pts, stage, j);
-        // One posterior evaluation at the node serves its value and all its children.
-        let pred = st.predict(x)?;
-        let mut v = st.stage_value_from(pred);
-        if stage < self.tree.depth() {
-            let zs = &self.base[stage];
-            let m = zs.len();
-            let mut acc = 0.0;
-            for (i, &z) in zs.iter().enumerate() {
-                let child = st.child_from(x, z, pred)?;
-                acc += self.subtree(&child, stage + 1, j * m + i, pts)?;
-            }
-            v += acc / m as f64;
-        }
-        Ok(v)
-    }
-
     /// The tree value `Q` at `pts`.
     pub fn value(&self, pts: &[f64]) -> Result<f64> {
-        self.check(pts)?;
-        self.subtree(&self.root, 0, 0, pts)
+        Ok(self.evaluate::<f64>(pts, false)?.0)
+    }
+
+    /// Value and exact gradient (row-major like `pts`).
+    pub fn value_and_gradient(&self, pts: &[f64]) -> Result<(f64, Vec<f64>)> {
+        self.evaluate::<DualDVec64>(pts, true)
     }
 
     fn check(&self, pts: &[f64]) -> Result<()> {
@@ -444,48 +492,132 @@ impl<'a> BudgetedMultiStepEi<'a> {
         Ok(())
     }
 
-    /// The node states of every stage (in node order).
-    fn states(&self, pts: &[f64]) -> Result<Vec<Vec<NodeState<'a>>>> {
-        let mut out = vec![vec![self.root.clone()]];
-        for n in 0..self.tree.depth() {
-            let mut next = Vec::with_capacity(self.tree.width(n + 1));
-            for (j, st) in out[n].iter().enumerate() {
-                let x = self.row(pts, n, j);
-                let pred = st.predict(x)?;
-                for &z in &self.base[n] {
-                    next.push(st.child_from(x, z, pred)?);
+    fn evaluate<T: PathScalar>(&self, pts: &[f64], grad: bool) -> Result<(f64, Vec<f64>)> {
+        self.check(pts)?;
+        let mut value = 0.0;
+        let mut gradient = vec![0.0; if grad { pts.len() } else { 0 }];
+        if self.root.budget.is_nan() || self.root.budget <= BUDGET_CLAMP {
+            return Ok((0.0, gradient));
+        }
+        let f = self.root.f.pairs(pts, &self.pairs, grad)?;
+        let cost = match &self.root.cost {
+            CostBelief::Unknown(g) => CostAtPoints::Gp(g.pairs(pts, &self.pairs, grad)?, g.noise()),
+            CostBelief::Known(c) => CostAtPoints::Known(c.log_cost(pts, self.d, grad)?),
+            CostBelief::Uniform => CostAtPoints::Uniform,
+        };
+        let d = self.d;
+        for r in 0..self.paths.len() {
+            let v: T = self.node(r, &f, &cost, grad);
+            let w = self.weights[r];
+            value += w * v.re();
+            if let Some(p) = v.partials() {
+                for (i, &q) in self.paths[r].iter().enumerate() {
+                    for (g, pk) in gradient[q * d..(q + 1) * d].iter_mut().zip(&p[i * d..]) {
+                        *g += w * pk;
+                    }
                 }
             }
-            out.push(next);
         }
-        Ok(out)
+        Ok((value, gradient))
     }
 
-    /// Value and central-finite-difference gradient (row-major like `pts`).
-    pub fn value_and_gradient(&self, pts: &[f64]) -> Result<(f64, Vec<f64>)> {
-        self.check(pts)?;
-        let value = self.subtree(&self.root, 0, 0, pts)?;
-        let states = self.states(pts)?;
-        let mut grad = vec![0.0; pts.len()];
-        let mut work = pts.to_vec();
-        for (n, level) in states.iter().enumerate() {
-            let w = 1.0 / self.tree.width(n) as f64;
-            for (j, st) in level.iter().enumerate() {
-                let r = self.offsets[n] + j;
-                for k in 0..self.d {
-                    let i = r * self.d + k;
-                    let x0 = pts[i];
-                    let h = self.fd_step * x0.abs().max(1.0);
-                    work[i] = x0 + h;
-                    let up = self.subtree(st, n, j, &work)?;
-                    work[i] = x0 - h;
-                    let down = self.subtree(st, n, j, &work)?;
-                    work[i] = x0;
-                    grad[i] = w * (up - down) / (2.0 * h);
-                }
+    /// The means and covariance matrix (noise on the ancestors' diagonal) of `r`'s path.
+    fn path_inputs<T: PathScalar>(
+        &self,
+        r: usize,
+        pp: &PairPosterior,
+        noise: f64,
+        grad: bool,
+    ) -> (Vec<T>, Vec<T>) {
+        let d = self.d;
+        let path = &self.paths[r];
+        let k = path.len();
+        let dirs = if grad { k * d } else { 0 };
+        let row = |v, q| grad_row(v, q, d, grad);
+        let mu = path
+            .iter()
+            .enumerate()
+            .map(|(i, &q)| T::input(pp.mean[q], dirs, &[(i, row(&pp.mean_grad, q))]))
+            .collect();
+        let mut cov = vec![T::constant(0.0); k * k];
+        for (j, &qj) in path.iter().enumerate() {
+            let nz = if j + 1 < k { noise } else { 0.0 };
+            cov[j * k + j] = T::input(pp.var[qj] + nz, dirs, &[(j, row(&pp.var_grad, qj))]);
+            for i in 0..j {
+                let p = self.pair_start[qj] + i;
+                let (ga, gb) = if grad {
+                    pp.cov_grad[p * 2 * d..(p + 1) * 2 * d].split_at(d)
+                } else {
+                    (&[][..], &[][..])
+                };
+                let c = T::input(pp.cov[p], dirs, &[(i, ga), (j, gb)]);
+                cov[i * k + j] = c.clone();
+                cov[j * k + i] = c;
             }
         }
-        Ok((value, grad))
+        (mu, cov)
+    }
+
+    /// The stage value of tree point `r` on its path's fantasies.
+    fn node<T: PathScalar>(
+        &self,
+        r: usize,
+        f: &PairPosterior,
+        cost: &CostAtPoints,
+        grad: bool,
+    ) -> T {
+        let d = self.d;
+        let path = &self.paths[r];
+        let n = path.len() - 1;
+        let dirs = if grad { path.len() * d } else { 0 };
+        let z_f: Vec<f64> = self.zs[r].iter().map(|z| z.0).collect();
+        let (mu_path, cov_path) = self.path_inputs::<T>(r, f, self.root.f.noise(), grad);
+        let (ys, mu, var) = condition_path(&mu_path, &cov_path, &z_f);
+        let (costs, m, v): (Vec<T>, T, T) = match cost {
+            CostAtPoints::Gp(pp, noise) => {
+                let z_c: Vec<f64> = self.zs[r].iter().map(|z| z.1).collect();
+                let (mc, cc) = self.path_inputs::<T>(r, pp, *noise, grad);
+                let (lcs, m, v) = condition_path(&mc, &cc, &z_c);
+                let v = if v.re() > 0.0 { v } else { T::constant(0.0) };
+                (lcs.into_iter().map(|l| l.exp()).collect(), m, v)
+            }
+            CostAtPoints::Known(lc) => {
+                let at = |i: usize, q: usize| {
+                    T::input(
+                        lc.mean[q],
+                        dirs,
+                        &[(i, grad_row(&lc.mean_grad, q, d, grad))],
+                    )
+                };
+                let costs = path[..n].iter().enumerate().map(|(i, &q)| at(i, q).exp());
+                (costs.collect(), at(n, r), T::constant(0.0))
+            }
+            CostAtPoints::Uniform => (
+                vec![T::constant(1.0); n],
+                T::constant(0.0),
+                T::constant(0.0),
+            ),
+        };
+        let mut budget = T::constant(self.root.budget);
+        for c in costs {
+            budget -= c;
+        }
+        let b = budget.re();
+        if b.is_nan() || b <= BUDGET_CLAMP {
+            return T::constant(0.0);
+        }
+        let mut best = T::constant(self.root.best);
+        for y in ys {
+            if y.re() > best.re() {
+                best = y;
+            }
+        }
+        let sigma = if var.re() > 1e-12 {
+            var.sqrt()
+        } else {
+            T::constant(1e-6)
+        };
+        budgeted_ei_path(mu, sigma, m, v, best, budget)
     }
 }
 

@@ -11,6 +11,7 @@ pub mod analytic;
 pub mod bmsei;
 pub mod budgeted;
 pub mod cost;
+mod fantasy_path;
 pub mod kg;
 pub mod mes;
 pub mod pbgi;

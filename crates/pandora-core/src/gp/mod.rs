@@ -9,7 +9,7 @@ pub mod paths;
 pub mod transform;
 
 pub use kernel::{Kernel, KernelKind};
-pub use model::{ExactGp, GpParams, PosteriorBatch};
+pub use model::{ExactGp, GpParams, PairPosterior, PosteriorBatch};
 pub use paths::{PosteriorPath, PriorPath};
 pub use transform::{GpModel, OutputScale, Transforms};
 
