@@ -341,7 +341,7 @@ fn run_spec(
                 total_budget: spec.budget,
                 lambda: spec.lambda,
                 convention: Some(convention),
-                tree: None,
+                ..AcquisitionParams::default()
             };
             let acq =
                 build_pointwise(name, &params, d).map_err(|e| anyhow!("{}", field_error(e)))?;

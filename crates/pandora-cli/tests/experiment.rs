@@ -754,3 +754,66 @@ fn stopping_config_records_statistics_and_replays_consistently() {
     let (_, rows2) = csv_rows(&out.join("summary/stopping_runs.csv"));
     assert_eq!(rows2.len(), 3 * 2 * 12 * (rules + 1));
 }
+
+/// B-MS-EI carries its suggested budget, refill lower bound and trees from step to step through
+/// the trace: the refill rule holds between recorded steps, and a run cut after its first model
+/// step resumes to the identical trace (the warm start and the refill state are rebuilt from
+/// the last recorded step).
+#[test]
+fn bmsei_carry_is_recorded_and_resumes_exactly() {
+    let config_text = r#"
+[experiment]
+name = "bmsei-carry"
+seeds = 1
+raw_samples = 24
+num_restarts = 2
+
+[[problem]]
+objective = "dropwave"
+dim = 2
+cost = "cosine"
+cost_setting = "unknown"
+budget = 8
+max_evaluations = 6
+
+[[policy]]
+name = "4-B-MS-EI_p"
+acquisition = "b_ms_ei"
+tree = [1, 1, 1]
+"#;
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("c.toml");
+    std::fs::write(&config, config_text).unwrap();
+    let out = dir.path().join("out");
+    run_experiment(&config, &out, 1);
+    let files = traces(&out);
+    assert_eq!(files.len(), 1);
+    let path = files.values().next().unwrap();
+    let lines = stripped(path);
+    let model: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["kind"] == "step" && l["phase"] == "model")
+        .collect();
+    assert!(model.len() >= 3, "{} model steps", model.len());
+    let mut refills = 0;
+    for pair in model.windows(2) {
+        let (a, b) = (&pair[0]["bmsei"], &pair[1]["bmsei"]);
+        let left = a["suggested_budget"].as_f64().unwrap() - pair[0]["cost"].as_f64().unwrap();
+        let lower = a["lower_bound"].as_f64().unwrap();
+        assert_eq!(b["trees"].as_array().unwrap().len(), 2 + 1);
+        if left > lower {
+            refills += 1;
+            assert_eq!(b["suggested_budget"].as_f64().unwrap(), left);
+            assert_eq!(b["lower_bound"].as_f64().unwrap(), lower);
+        }
+    }
+    assert!(refills >= 1, "no step refilled");
+
+    // Cut after the first model step (header + 6 initial + 1) with a torn line, and resume.
+    let original = lines.clone();
+    let text = std::fs::read_to_string(path).unwrap();
+    let keep: Vec<&str> = text.lines().take(8).collect();
+    std::fs::write(path, format!("{}\n{{\"kind\":\"step\",", keep.join("\n"))).unwrap();
+    run_experiment(&config, &out, 1);
+    assert_eq!(stripped(path), original, "the resumed run differs");
+}

@@ -421,3 +421,45 @@ fn external_objectives_work_with_ask_and_tell_and_run_refuses_them() {
         assert!(err.contains(field), "'{err}' should name {field}");
     }
 }
+
+/// `acquisition = "b_ms_ei"` in a study: each ask records the suggested budget and the refill
+/// lower bound in its decision and keeps the carry (with the trees for the warm start) in the
+/// study state, so the refill rule holds across asks made by separate processes.
+#[test]
+fn bmsei_study_carries_the_refill_state_between_asks() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = BUILTIN.replace("total = 120.0", "total = 110.0").replace(
+        "acquisition = \"pbgi_d\"",
+        "acquisition = \"b_ms_ei\"\ntree = [1, 1, 1]",
+    );
+    std::fs::write(dir.path().join("s.toml"), &config).unwrap();
+    let (code, _, err) = pandora(dir.path(), &["run", "s.toml", "--quiet"]);
+    assert_eq!(code, 0, "{err}");
+    let trials = common::export(dir.path(), "s.toml");
+    let model: Vec<&Value> = trials
+        .iter()
+        .filter(|t| t["decision"]["phase"] == "model")
+        .collect();
+    assert!(model.len() >= 3, "{} model trials", model.len());
+    let mut refills = 0;
+    for pair in model.windows(2) {
+        let a = &pair[0]["decision"]["bmsei"];
+        let b = &pair[1]["decision"]["bmsei"];
+        let left = a["suggested_budget"].as_f64().unwrap() - pair[0]["cost"].as_f64().unwrap();
+        if left > a["lower_bound"].as_f64().unwrap() {
+            refills += 1;
+            assert_eq!(b["suggested_budget"].as_f64().unwrap(), left);
+            assert_eq!(b["lower_bound"], a["lower_bound"]);
+        }
+    }
+    assert!(refills >= 1, "no ask refilled");
+    // The tree options belong to b_ms_ei only.
+    std::fs::write(
+        dir.path().join("bad.toml"),
+        BUILTIN.replace("seed = 1", "seed = 1\nrefill = false"),
+    )
+    .unwrap();
+    let (code, _, err) = pandora(dir.path(), &["run", "bad.toml", "--quiet"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("policy.refill"), "{err}");
+}

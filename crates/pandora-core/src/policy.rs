@@ -7,7 +7,8 @@
 
 use crate::acquisition::analytic::CostConvention;
 use crate::acquisition::bmsei::{
-    BudgetedMultiStepEi, CostBelief, NodeState, ScaledGp, heuristic_tree, suggested_budget,
+    BmseiCarry, BudgetedMultiStepEi, CostBelief, NodeState, ScaledGp, heuristic_tree,
+    refilled_budget, suggested_budget, warm_start_candidates,
 };
 use crate::acquisition::kg::DiscreteKnowledgeGradient;
 use crate::acquisition::mes::{
@@ -35,12 +36,20 @@ pub fn kg_discretization_size(d: usize) -> usize {
     (200 * d).min(1000)
 }
 
-/// The B-MS-EI step (notes A5–A7): the suggested budget from a rollout of `K + 1` EI-PUC-CC steps
-/// (with `min(50·d, raw)` raw samples and `min(5·d, restarts)` restarts; recomputed every step,
-/// i.e. the reference's refill flag off, so that a step is a pure function of the history), then
-/// the whole tree `params.tree` (default `[1, 1, 1]`) maximized with the multi-start optimizer
-/// (`200·d` raw samples and `10·d` restarts by default, not scaled by the tree size, plus the
-/// heuristic start tree). Returns the root and the tree value.
+/// The B-MS-EI step (notes A5–A7).
+///
+/// 1. The suggested budget: with `params.refill` (default on) and the previous step's `carry`, the
+///    refill rule ([`refilled_budget`]) with `last_cost`, the cost of the last real evaluation;
+///    otherwise a rollout of `K + 1` EI-PUC-CC steps (with `min(50·d, raw)` raw samples and
+///    `min(5·d, restarts)` restarts).
+/// 2. The whole tree `params.tree` (default `[1, 1, 1]`) maximized with the multi-start optimizer
+///    (`200·d` raw trees and `10·d` restarts by default, not scaled by the tree size, plus the
+///    heuristic start tree). With `params.warm_start` (default on) and the carry's trees, the raw
+///    trees are perturbations of the previous step's ([`warm_start_candidates`]) instead of Sobol
+///    points.
+///
+/// Returns the root, the tree value and the carry for the next step.
+#[allow(clippy::too_many_arguments)]
 pub fn bmsei_step(
     model: &GpModel,
     cost_model: Option<&GpModel>,
@@ -49,7 +58,9 @@ pub fn bmsei_step(
     params: &AcquisitionParams,
     ms: &MultiStartOptions,
     seed: u64,
-) -> Result<(Vec<f64>, f64)> {
+    carry: Option<&BmseiCarry>,
+    last_cost: Option<f64>,
+) -> Result<(Vec<f64>, f64, BmseiCarry)> {
     let d = model.dim();
     let tree = params.tree.unwrap_or_default();
     let belief = match (cost, cost_model) {
@@ -81,22 +92,42 @@ pub fn bmsei_step(
         raw_samples: Some(raw.min(50 * d)),
         num_restarts: Some(restarts.min(5 * d)),
         extra_starts: Vec::new(),
+        raw_points: None,
         ..ms.clone()
     };
-    let (suggested, _) = suggested_budget(&root, remaining, total, tree.depth() + 1, &inner, seed)?;
+    let refill = match (params.refill.unwrap_or(true), carry, last_cost) {
+        (true, Some(c), Some(last)) => refilled_budget(c, last),
+        _ => None,
+    };
+    let (suggested, lower_bound) = match refill {
+        Some(r) => r,
+        None => suggested_budget(&root, remaining, total, tree.depth() + 1, &inner, seed)?,
+    };
     root.budget = suggested;
     let b = BudgetedMultiStepEi::new(root, tree)?;
     let start = heuristic_tree(&b, &inner, seed)?;
+    let warm = match carry {
+        Some(c) if params.warm_start.unwrap_or(true) => {
+            Some(warm_start_candidates(&c.trees, tree, d, raw, seed)).filter(|v| !v.is_empty())
+        }
+        _ => None,
+    };
     let tree_ms = MultiStartOptions {
         raw_samples: Some(raw),
         num_restarts: Some(restarts),
         extra_starts: vec![start],
+        raw_points: warm,
         lower: None,
         upper: None,
         ..ms.clone()
     };
     let r = maximize(&b, &tree_ms, seed)?;
-    Ok((r.x[..d].to_vec(), r.value))
+    let next = BmseiCarry {
+        suggested_budget: suggested,
+        lower_bound,
+        trees: r.restarts.into_iter().map(|(t, _)| t).collect(),
+    };
+    Ok((r.x[..d].to_vec(), r.value, next))
 }
 
 /// The max-value entropy search of one step: `K = 10` max values drawn **once** from the Gumbel
@@ -212,7 +243,7 @@ impl Default for StepConfig {
 }
 
 /// What a step needs to know about the run so far beyond the observations.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct StepContext {
     /// Cumulative cost of the BO phase so far (UCB schedule: `t = cost + 1`).
     pub cumulative_cost: f64,
@@ -222,6 +253,9 @@ pub struct StepContext {
     pub total_budget: Option<f64>,
     /// PBGI-D's current λ (overrides the configured λ).
     pub lambda: Option<f64>,
+    /// B-MS-EI: the previous step's [`Proposal::bmsei`] in the same run (refill rule and warm
+    /// start); `None` recomputes the suggested budget and starts cold.
+    pub bmsei: Option<BmseiCarry>,
 }
 
 /// Euclidean radius (on the unit cube) around each pending point inside which a model step does
@@ -336,6 +370,8 @@ pub struct Proposal {
     /// The expected cost `E[c(x)]` of the proposal under the cost setting (model phase only):
     /// 1 for uniform costs, `c(x)` for known costs, `exp(m + v/2)` under the log-cost GP.
     pub predicted_cost: Option<f64>,
+    /// B-MS-EI: what the next step of the same run needs (pass it as [`StepContext::bmsei`]).
+    pub bmsei: Option<BmseiCarry>,
 }
 
 /// Point `index` of the initial design: one scrambled Sobol sequence per `seed`.
@@ -379,6 +415,7 @@ pub fn propose(
             cost_params: None,
             lambda: None,
             predicted_cost: None,
+            bmsei: None,
         })
     };
     if n < n_init {
@@ -434,6 +471,7 @@ pub fn propose(
             cost_params: None,
             lambda: None,
             predicted_cost: None,
+            bmsei: None,
         });
     }
     let params = AcquisitionParams {
@@ -479,6 +517,7 @@ pub fn propose(
             params: Some(fitted.params().clone()),
             cost_params: cost_params.clone(),
             lambda: None,
+            bmsei: None,
         })
     };
     match config.acquisition {
@@ -508,8 +547,20 @@ pub fn propose(
             return done(x, v);
         }
         AcquisitionName::BMsEi => {
-            let (x, v) = bmsei_step(&model, cost_model.as_ref(), cost, best_f, &params, ms, seed)?;
-            return done(x, v);
+            let (x, v, carry) = bmsei_step(
+                &model,
+                cost_model.as_ref(),
+                cost,
+                best_f,
+                &params,
+                ms,
+                seed,
+                ctx.bmsei.as_ref(),
+                history.cost.last().copied(),
+            )?;
+            let mut p = done(x, v)?;
+            p.bmsei = Some(carry);
+            return Ok(p);
         }
         _ => {}
     }
@@ -532,6 +583,7 @@ pub fn propose(
         cost_params,
         lambda: if uses_lambda { lambda } else { None },
         predicted_cost,
+        bmsei: None,
     })
 }
 
@@ -879,6 +931,81 @@ mod tests {
         let y: Vec<f64> = x.chunks(2).map(f).collect();
         let c: Vec<f64> = x.chunks(2).map(|p| 1.0 + 3.0 * p[0]).collect();
         (x, y, c)
+    }
+
+    #[test]
+    fn bmsei_carry_drives_the_refill_rule_and_the_warm_start() {
+        let (x, y, c) = lookahead_history();
+        let config = small_config(AcquisitionName::BMsEi);
+        let ctx = StepContext {
+            remaining_budget: Some(15.0),
+            total_budget: Some(20.0),
+            ..StepContext::default()
+        };
+        let hist = History {
+            x: &x,
+            y: &y,
+            cost: &c,
+            pending: &[],
+        };
+        let first = propose(2, hist, &config, &ctx, CostSetting::Unknown, 3, None).unwrap();
+        let carry = first.bmsei.clone().unwrap();
+        // A fresh rollout of K + 1 = 4 steps: B_s ≥ 4 × its cheapest fantasized cost.
+        assert!(carry.suggested_budget >= 4.0 * carry.lower_bound * (1.0 - 1e-12));
+        assert!(carry.lower_bound > 0.0);
+        // One tree per restart plus the heuristic start, each of 4 points × d = 2.
+        assert_eq!(carry.trees.len(), 6 + 1);
+        assert!(carry.trees.iter().all(|t| t.len() == 8));
+        assert!(carry.trees.iter().any(|t| t[..2] == first.x[..]));
+
+        // The next step with the carry: B_s drops by the last real cost while it stays above the
+        // lower bound, and no rollout is done.
+        let mut x2 = x.clone();
+        x2.extend_from_slice(&first.x);
+        let mut y2 = y.clone();
+        y2.push(f(&first.x));
+        let last = carry.lower_bound * 0.5;
+        let mut c2 = c.clone();
+        c2.push(last);
+        let hist2 = History {
+            x: &x2,
+            y: &y2,
+            cost: &c2,
+            pending: &[],
+        };
+        let ctx2 = StepContext {
+            remaining_budget: Some(15.0 - last),
+            bmsei: Some(carry.clone()),
+            ..ctx.clone()
+        };
+        let second = propose(2, hist2, &config, &ctx2, CostSetting::Unknown, 4, None).unwrap();
+        let next = second.bmsei.clone().unwrap();
+        assert_eq!(next.suggested_budget, carry.suggested_budget - last);
+        assert_eq!(next.lower_bound, carry.lower_bound);
+        // Warm-started and deterministic.
+        let again = propose(2, hist2, &config, &ctx2, CostSetting::Unknown, 4, None).unwrap();
+        assert_eq!(second, again);
+        // Without the refill rule (or when the leftover falls to the lower bound) a rollout runs.
+        let mut no_refill = config.clone();
+        no_refill.params.refill = Some(false);
+        let fresh = propose(2, hist2, &no_refill, &ctx2, CostSetting::Unknown, 4, None).unwrap();
+        assert_ne!(fresh.bmsei.unwrap().suggested_budget, next.suggested_budget);
+        let mut spent = c.clone();
+        spent.push(carry.suggested_budget - carry.lower_bound);
+        let hist3 = History {
+            cost: &spent,
+            ..hist2
+        };
+        let rolled = propose(2, hist3, &config, &ctx2, CostSetting::Unknown, 4, None).unwrap();
+        assert_ne!(
+            rolled.bmsei.unwrap().suggested_budget,
+            carry.suggested_budget - (carry.suggested_budget - carry.lower_bound)
+        );
+        // The warm start changes the maximization's raw candidates; turning it off does too.
+        let mut cold = config.clone();
+        cold.params.warm_start = Some(false);
+        let c3 = propose(2, hist2, &cold, &ctx2, CostSetting::Unknown, 4, None).unwrap();
+        assert_eq!(c3.bmsei.unwrap().suggested_budget, next.suggested_budget);
     }
 
     #[test]

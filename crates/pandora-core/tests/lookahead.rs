@@ -525,7 +525,8 @@ fn discrete_kg_matches_brute_force_on_a_1d_problem() {
 // Policy-level KG and B-MS-EI.
 
 use pandora_core::acquisition::bmsei::{
-    BudgetedMultiStepEi, CostBelief, FantasyTree, NodeState, ScaledGp, fantasy_base_samples,
+    BmseiCarry, BudgetedMultiStepEi, CostBelief, FantasyTree, NodeState, ScaledGp,
+    fantasy_base_samples, refilled_budget, warm_start_candidates,
 };
 use pandora_core::gp::{GpModel, Transforms};
 use pandora_core::optim::multistart::MultiStartOptions;
@@ -980,4 +981,63 @@ fn bmsei_gradient_matches_full_finite_differences() {
             }
         }
     }
+}
+
+#[test]
+fn refill_rule_keeps_the_budget_until_the_lower_bound() {
+    let carry = BmseiCarry {
+        suggested_budget: 5.0,
+        lower_bound: 1.25,
+        trees: Vec::new(),
+    };
+    assert_eq!(refilled_budget(&carry, 1.5), Some((3.5, 1.25)));
+    assert_eq!(refilled_budget(&carry, 3.5), Some((1.5, 1.25)));
+    // The leftover must stay strictly above the lower bound.
+    assert_eq!(refilled_budget(&carry, 3.75), None);
+    assert_eq!(refilled_budget(&carry, 4.0), None);
+    assert_eq!(refilled_budget(&carry, f64::NAN), None);
+}
+
+#[test]
+fn warm_start_candidates_perturb_the_previous_trees_by_stage() {
+    let tree = FantasyTree::new(&[2, 1]).unwrap(); // 1 + 2 + 2 = 5 points
+    let d = 2;
+    let n = tree.num_points() * d;
+    let mut r = rng(4);
+    let prev: Vec<Vec<f64>> = (0..3)
+        .map(|_| (0..n).map(|_| r.random::<f64>()).collect())
+        .collect();
+    let mut with_odd = prev.clone();
+    with_odd.push(vec![0.5; n + d]); // another tree size: skipped
+    let raw = 10;
+    let c = warm_start_candidates(&with_odd, tree, d, raw, 7);
+    // ⌈10/3⌉ = 4 rounds of the 3 fitting trees.
+    assert_eq!(c.len(), 4 * 3 * n);
+    assert!(c.iter().all(|v| (0.0..=1.0).contains(v)));
+    assert_eq!(c, warm_start_candidates(&with_odd, tree, d, raw, 7));
+    assert_ne!(c, warm_start_candidates(&with_odd, tree, d, raw, 8));
+    // Round 0 (α = 0): a stage-s coordinate is (1 − η_s) x + η_s Z with Z ∈ [0, 1], η = 0.1,
+    // 0.55, 1.0 for the root, stage 1 and stage 2.
+    let etas = [0.1, 0.55, 0.55, 1.0, 1.0];
+    for (t, p) in prev.iter().enumerate() {
+        for (i, &v) in p.iter().enumerate() {
+            let e: f64 = etas[i / d];
+            let got = c[t * n + i];
+            let lo = (1.0 - e) * v;
+            assert!(
+                got >= lo - 1e-12 && got <= lo + e + 1e-12,
+                "tree {t} coordinate {i}"
+            );
+        }
+    }
+    // Beta(1, 3) noise has mean 1/4: the deepest stage (η = 1) of round 0 averages about 0.25.
+    let many: Vec<Vec<f64>> = (0..400).map(|_| vec![0.9; n]).collect();
+    let c = warm_start_candidates(&many, tree, d, 400, 1);
+    let deep: Vec<f64> = (0..400)
+        .flat_map(|t| c[t * n + 3 * d..t * n + 5 * d].to_vec())
+        .collect();
+    let mean = deep.iter().sum::<f64>() / deep.len() as f64;
+    // Var of Beta(1,3) = 3/80; 1600 draws: s.e. ≈ 0.0048.
+    assert!((mean - 0.25).abs() < 0.02, "{mean}");
+    assert!(warm_start_candidates(&[vec![0.5; 3]], tree, d, raw, 1).is_empty());
 }

@@ -364,6 +364,50 @@ fn extra_starts_and_custom_bounds() {
 }
 
 #[test]
+fn raw_points_replace_the_sobol_samples() {
+    // Raw points all inside the small basin of the global bump: every restart starts there and
+    // ends at the global maximum, with one raw sample per given point.
+    let b = Bumps::new();
+    let (_, best) = bumps_optimum(&b);
+    let pts: Vec<f64> = (0..5)
+        .flat_map(|i| [0.76 + 0.01 * i as f64, 0.83 - 0.01 * i as f64])
+        .collect();
+    let opts = MultiStartOptions {
+        raw_samples: Some(1000), // ignored
+        num_restarts: Some(3),
+        raw_points: Some(pts.clone()),
+        ..Default::default()
+    };
+    let r = maximize(&b, &opts, 0).unwrap();
+    assert_eq!(r.restarts.len(), 3);
+    for (x, v) in &r.restarts {
+        assert!((v - best).abs() < 1e-6, "{x:?}: {v} vs {best}");
+    }
+    assert!(
+        r.evaluations >= 5 && r.evaluations < 1000,
+        "{}",
+        r.evaluations
+    );
+    // Points outside the box are projected into it; bad shapes and NaN are errors.
+    let outside = MultiStartOptions {
+        raw_points: Some(vec![1.7, 0.8, -3.0, 0.82]),
+        num_restarts: Some(2),
+        ..Default::default()
+    };
+    assert!(maximize(&b, &outside, 0).is_ok());
+    for bad in [vec![], vec![0.5, 0.5, 0.5], vec![0.5, f64::NAN]] {
+        let o = MultiStartOptions {
+            raw_points: Some(bad),
+            ..Default::default()
+        };
+        assert!(matches!(
+            maximize(&b, &o, 0),
+            Err(Error::InvalidInput { .. })
+        ));
+    }
+}
+
+#[test]
 fn maximize_discrete_matches_brute_force() {
     let b = Bumps::new();
     let pts = pandora_core::optim::scrambled_sobol(1000, 2, 5).unwrap();

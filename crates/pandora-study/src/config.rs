@@ -237,6 +237,15 @@ pub struct PolicySection {
     /// The cost-aware stopping rule (none by default).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stopping: Option<StudyStopping>,
+    /// `b_ms_ei`'s scenario tree: fantasies per look-ahead stage (default `[1, 1, 1]`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tree: Option<pandora_core::acquisition::FantasyTree>,
+    /// `b_ms_ei`: the refill rule for the suggested budget (default true).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refill: Option<bool>,
+    /// `b_ms_ei`: warm-start each tree maximization from the previous ask's trees (default true).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warm_start: Option<bool>,
 }
 
 impl Default for PolicySection {
@@ -250,6 +259,9 @@ impl Default for PolicySection {
             initial_design: None,
             seed: 0,
             stopping: None,
+            tree: None,
+            refill: None,
+            warm_start: None,
         }
     }
 }
@@ -415,6 +427,28 @@ impl StudyConfig {
         }
         if !(self.policy.lambda0 > 0.0 && self.policy.decay > 1.0) {
             return Err(Error::invalid("policy", "need lambda0 > 0 and decay > 1"));
+        }
+        if name == pandora_core::acquisition::AcquisitionName::BMsEi {
+            if self.budget.total.is_none() {
+                return Err(Error::invalid(
+                    "budget.total",
+                    "required by acquisition = \"b_ms_ei\" (its tree spends a budget)",
+                ));
+            }
+        } else {
+            let p = &self.policy;
+            for (field, set) in [
+                ("policy.tree", p.tree.is_some()),
+                ("policy.refill", p.refill.is_some()),
+                ("policy.warm_start", p.warm_start.is_some()),
+            ] {
+                if set {
+                    return Err(Error::invalid(
+                        field,
+                        "only applies to acquisition = \"b_ms_ei\"",
+                    ));
+                }
+            }
         }
         if let Some(s) = &self.policy.stopping {
             s.validate(self)?;

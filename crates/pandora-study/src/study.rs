@@ -258,6 +258,9 @@ impl Study {
             params: AcquisitionParams {
                 lambda: p.lambda,
                 beta: p.beta,
+                tree: p.tree,
+                refill: p.refill,
+                warm_start: p.warm_start,
                 ..AcquisitionParams::default()
             },
             initial_design: p.initial_design,
@@ -345,6 +348,10 @@ impl Study {
                 remaining_budget: config.budget.total.map(|b| b - spent),
                 total_budget: config.budget.total,
                 lambda,
+                // B-MS-EI's refill state and warm-start trees from the previous ask.
+                bmsei: state
+                    .get("bmsei")
+                    .and_then(|v| serde_json::from_value(v.clone()).ok()),
             };
             let cost = match config.cost.kind {
                 CostKind::Uniform => CostSetting::Uniform,
@@ -378,6 +385,7 @@ impl Study {
                     cost_params: None,
                     lambda: None,
                     predicted_cost: None,
+                    bmsei: None,
                 }
             } else {
                 propose(d, history, &step, &ctx, cost, seed, warm.as_ref())?
@@ -503,12 +511,23 @@ impl Study {
                 "pending": pending.len() / d.max(1),
                 "stopping": stopping_data,
             });
+            let mut decision = decision;
+            if let Some(b) = &prop.bmsei {
+                decision["bmsei"] = json!({
+                    "suggested_budget": b.suggested_budget,
+                    "lower_bound": b.lower_bound,
+                });
+            }
             let mut new_state = match state {
                 serde_json::Value::Object(_) => state.clone(),
                 _ => json!({}),
             };
             if let Some(p) = &prop.params {
                 new_state["params"] = params_to_json(p);
+            }
+            if let Some(b) = &prop.bmsei {
+                new_state["bmsei"] =
+                    serde_json::to_value(b).map_err(|e| Error::invalid("bmsei", e.to_string()))?;
             }
             // A stop of an earlier stopping config no longer applies once the study continues.
             if let Some(m) = new_state.as_object_mut() {

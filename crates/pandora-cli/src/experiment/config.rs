@@ -161,6 +161,12 @@ pub struct PolicyConfig {
     /// path; `[1]` is 2-step, `[4, 4, 2]` the paper's tree).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tree: Option<FantasyTree>,
+    /// B-MS-EI's refill rule for the suggested budget (default true, the reference's setting).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refill: Option<bool>,
+    /// B-MS-EI's warm start of the tree from the previous step's trees (default true).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warm_start: Option<bool>,
 }
 
 /// The `[smoke]` table: replaces sizes under `--smoke`.
@@ -369,7 +375,14 @@ fn default_policy_label(p: &PolicyConfig) -> String {
                 .iter()
                 .map(ToString::to_string)
                 .collect();
-            format!("b_ms_ei({})", stages.join(","))
+            let mut flags = String::new();
+            if p.refill == Some(false) {
+                flags.push_str(";no_refill");
+            }
+            if p.warm_start == Some(false) {
+                flags.push_str(";cold");
+            }
+            format!("b_ms_ei({}{flags})", stages.join(","))
         }
         other => other.to_string(),
     }
@@ -422,6 +435,12 @@ fn check_policy(p: &PolicyConfig) -> Result<()> {
     )?;
     stray("beta", p.beta.is_some(), name == AcquisitionName::PbgiD)?;
     stray("tree", p.tree.is_some(), name == AcquisitionName::BMsEi)?;
+    stray("refill", p.refill.is_some(), name == AcquisitionName::BMsEi)?;
+    stray(
+        "warm_start",
+        p.warm_start.is_some(),
+        name == AcquisitionName::BMsEi,
+    )?;
     stray(
         "ucb_beta",
         p.ucb_beta.is_some(),
@@ -681,6 +700,8 @@ impl Plan {
                 beta: pol.ucb_beta,
                 alpha: pol.alpha,
                 tree: pol.tree,
+                refill: pol.refill,
+                warm_start: pol.warm_start,
                 ..AcquisitionParams::default()
             },
             fit,

@@ -19,6 +19,7 @@ use super::config::{CostSettingName, Plan, RunSpec, build_problem, step_seed};
 use super::stopping::{RecordInputs, record, statistics_seed};
 use super::trace::{self, Appender, End, Header, Line, Step, StoppingStats};
 use anyhow::{Context, Result, anyhow, bail};
+use pandora_core::acquisition::bmsei::BmseiCarry;
 use pandora_core::acquisition::{AcquisitionName, KnownCost, PbgiDecay, fit_log_cost_model};
 use pandora_core::gp::fit::FitOptions;
 use pandora_core::gp::{GpModel, GpParams, Transforms};
@@ -63,19 +64,24 @@ struct State {
     best: f64,
     warm: Option<GpParams>,
     decay: Option<PbgiDecay>,
+    /// B-MS-EI's carry from the last model step.
+    bmsei: Option<BmseiCarry>,
+}
+
+/// What a model step produced besides its point (what the next steps build on).
+struct StepOutputs {
+    /// The acquisition value (PBGI-D's decay).
+    acq: Option<f64>,
+    /// The objective model's hyperparameters (the next fit's warm start).
+    params: Option<GpParams>,
+    /// B-MS-EI's carry.
+    bmsei: Option<BmseiCarry>,
 }
 
 impl State {
     /// Adds one evaluation. `acq` and `params` matter only for model steps.
-    fn observe(
-        &mut self,
-        phase: &str,
-        x: &[f64],
-        y: f64,
-        cost: f64,
-        acq: Option<f64>,
-        params: Option<GpParams>,
-    ) {
+    fn observe(&mut self, phase: &str, x: &[f64], y: f64, cost: f64, out: StepOutputs) {
+        let StepOutputs { acq, params, bmsei } = out;
         self.x.extend_from_slice(x);
         self.y.push(y);
         self.c.push(cost);
@@ -88,6 +94,9 @@ impl State {
         if phase == "model" {
             if params.is_some() {
                 self.warm = params;
+            }
+            if bmsei.is_some() {
+                self.bmsei = bmsei;
             }
             if let Some(d) = self.decay.as_mut() {
                 d.begin_iteration();
@@ -195,6 +204,7 @@ fn next_proposal(
         remaining_budget: total_budget.map(|b| b - state.bo_cost),
         total_budget,
         lambda,
+        bmsei: state.bmsei.clone(),
     };
     let history = History {
         x: &state.x,
@@ -415,6 +425,7 @@ pub fn run_one(plan: &Plan, r: &RunSpec, dir: &Path, instances: &Instances) -> R
         best: f64::NEG_INFINITY,
         warm: None,
         decay,
+        bmsei: None,
     };
     for s in &steps {
         if s.x.len() != d {
@@ -425,7 +436,12 @@ pub fn run_one(plan: &Plan, r: &RunSpec, dir: &Path, instances: &Instances) -> R
             );
         }
         let params = s.params.as_ref().and_then(params_from_json);
-        state.observe(&s.phase, &s.x, s.y, s.cost, s.acquisition_value, params);
+        let out = StepOutputs {
+            acq: s.acquisition_value,
+            params,
+            bmsei: s.bmsei.clone(),
+        };
+        state.observe(&s.phase, &s.x, s.y, s.cost, out);
     }
     let known = KnownCost(|x: &[f64], g: &mut [f64]| problem.cost_grad(x, g));
     let cost_setting = if !acquisition.is_cost_aware() {
@@ -456,6 +472,7 @@ pub fn run_one(plan: &Plan, r: &RunSpec, dir: &Path, instances: &Instances) -> R
                 cost_params: None,
                 lambda: None,
                 predicted_cost: None,
+                bmsei: None,
             }
         } else {
             let done = if p.budget.is_some_and(|b| state.bo_cost >= b) {
@@ -532,7 +549,12 @@ pub fn run_one(plan: &Plan, r: &RunSpec, dir: &Path, instances: &Instances) -> R
             .is_finite()
             .then_some(prop.acquisition_value);
         let params_json = prop.params.as_ref().map(params_to_json);
-        state.observe(phase, &prop.x, y, cost, acq, prop.params.clone());
+        let outputs = StepOutputs {
+            acq,
+            params: prop.params.clone(),
+            bmsei: prop.bmsei.clone(),
+        };
+        state.observe(phase, &prop.x, y, cost, outputs);
         let step = Step {
             k,
             phase: phase.into(),
@@ -553,6 +575,7 @@ pub fn run_one(plan: &Plan, r: &RunSpec, dir: &Path, instances: &Instances) -> R
             params: params_json,
             seconds_propose,
             seconds_eval,
+            bmsei: prop.bmsei,
         };
         out.push(&Line::Step(Box::new(step)))?;
         new_evaluations += 1;

@@ -1123,6 +1123,7 @@ rules = [
                 params: None,
                 seconds_propose: 0.0,
                 seconds_eval: 0.0,
+                bmsei: None,
             });
         }
         let log_eipc = [0.0, -1.0, -2.0, -3.0, -4.0];

@@ -500,6 +500,7 @@ mod tests {
                     params: None,
                     seconds_propose: 0.0,
                     seconds_eval: 0.0,
+                    bmsei: None,
                 })
                 .collect();
             Trace {

@@ -11,6 +11,7 @@
 //! against the steps read before it, so a line can never be attached to the wrong data.
 
 use anyhow::{Context, Result, bail};
+use pandora_core::acquisition::bmsei::BmseiCarry;
 use serde::{Deserialize, Serialize};
 use std::io::Write;
 use std::path::Path;
@@ -81,6 +82,10 @@ pub struct Step {
     pub seconds_propose: f64,
     /// Seconds spent evaluating the objective and cost.
     pub seconds_eval: f64,
+    /// B-MS-EI's carry to the next step (suggested budget, refill lower bound, the restarts'
+    /// trees), so that a resumed run continues exactly.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bmsei: Option<BmseiCarry>,
 }
 
 /// The last line of a finished run.
@@ -334,6 +339,7 @@ mod tests {
             params: None,
             seconds_propose: 0.0,
             seconds_eval: 0.0,
+            bmsei: None,
         }
     }
 

@@ -130,7 +130,7 @@ use super::{LogCost, OnModel, UnknownCost, UpperConfidenceBound};
 use crate::gp::{ExactGp, GpModel, PairPosterior, Posterior, PosteriorBatch};
 use crate::optim::multistart::{MultiStartOptions, Objective, maximize};
 use num_dual::DualDVec64;
-use rand::SeedableRng;
+use rand::{RngExt, SeedableRng};
 use rand_distr::{Distribution, StandardNormal};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
@@ -645,6 +645,82 @@ impl Objective for BudgetedMultiStepEi<'_> {
             *o = self.value(x).unwrap_or(f64::NAN);
         }
     }
+}
+
+/// What B-MS-EI carries from one step to the next (notes A6, A7): the suggested budget and its
+/// lower bound for the refill rule, and the previous maximization's final trees for the warm
+/// start. A step's carry is part of its output; passing it to the next step of the same run keeps
+/// the run a pure function of its recorded steps (experiments store it in the trace).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct BmseiCarry {
+    /// The suggested budget `B_s` the step used.
+    pub suggested_budget: f64,
+    /// The cheapest fantasized cost of the rollout that set `B_s` (the refill rule's lower bound).
+    pub lower_bound: f64,
+    /// The final tree of every restart of the step's maximization (row-major, the tree's layout).
+    pub trees: Vec<Vec<f64>>,
+}
+
+/// The refill rule (notes A6): with the previous step's carry and the cost `c_last` of the last
+/// real evaluation, `B_s ← B_s,prev − c_last` (and the lower bound is kept) if that stays above
+/// the lower bound; otherwise `None`, meaning a fresh rollout.
+pub fn refilled_budget(prev: &BmseiCarry, last_cost: f64) -> Option<(f64, f64)> {
+    let b = prev.suggested_budget - last_cost;
+    (b > prev.lower_bound).then_some((b, prev.lower_bound))
+}
+
+/// Raw candidate trees for the warm start (notes A7 step 1, BoTorch's `warmstart_multistep`):
+/// `⌈raw/P⌉` rounds over the `P` previous trees. In round `r` of `R`, every point of decision
+/// stage `s` of a tree (of `S` stages) moves to `(1 − η_s) x + η_s Z` with `Z ~ Beta(1, 3)` per
+/// coordinate, `η_s = 0.1 + 0.9 s/(S − 1)`, and then the whole tree to `(1 − α_r) T + α_r U` with
+/// `U` uniform, `α_r = 0.75 r/(R − 1)`. Trees of another size are skipped; returns the
+/// candidates row-major (`num_points·d` per tree), empty if none fits. Seeded.
+pub fn warm_start_candidates(
+    prev: &[Vec<f64>],
+    tree: FantasyTree,
+    d: usize,
+    raw_samples: usize,
+    seed: u64,
+) -> Vec<f64> {
+    let n = tree.num_points() * d;
+    let fit: Vec<&Vec<f64>> = prev.iter().filter(|t| t.len() == n).collect();
+    if fit.is_empty() {
+        return Vec::new();
+    }
+    let rounds = raw_samples.div_ceil(fit.len()).max(1);
+    let stages = tree.depth() + 1;
+    let mut stage_of = Vec::with_capacity(tree.num_points());
+    for s in 0..stages {
+        stage_of.extend(std::iter::repeat_n(s, tree.width(s)));
+    }
+    let eta = |s: usize| {
+        if stages == 1 {
+            0.1
+        } else {
+            0.1 + 0.9 * s as f64 / (stages - 1) as f64
+        }
+    };
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed ^ 0x7761_726d);
+    let mut out = Vec::with_capacity(rounds * fit.len() * n);
+    for r in 0..rounds {
+        let alpha = if rounds == 1 {
+            0.0
+        } else {
+            0.75 * r as f64 / (rounds - 1) as f64
+        };
+        for t in &fit {
+            for (i, &v) in t.iter().enumerate() {
+                let e = eta(stage_of[i / d]);
+                // Beta(1, 3) by inversion: F(z) = 1 − (1 − z)³.
+                let u: f64 = rng.random();
+                let z = 1.0 - (1.0 - u).cbrt();
+                let x = (1.0 - e) * v.clamp(0.0, 1.0) + e * z;
+                let w: f64 = rng.random();
+                out.push((1.0 - alpha) * x + alpha * w);
+            }
+        }
+    }
+    out
 }
 
 /// The suggested budget of B-MS-EI (notes A6): a rollout of `steps` EI-PUC-CC steps on copies of

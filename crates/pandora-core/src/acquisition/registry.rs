@@ -195,6 +195,12 @@ pub struct AcquisitionParams {
     pub convention: Option<CostConvention>,
     /// B-MS-EI's scenario tree (fantasies per look-ahead stage; default `[1, 1, 1]`).
     pub tree: Option<FantasyTree>,
+    /// B-MS-EI: apply the refill rule to the previous step's suggested budget when the step
+    /// context carries one (default true, the reference's setting).
+    pub refill: Option<bool>,
+    /// B-MS-EI: warm-start the tree maximization from the previous step's trees when the step
+    /// context carries them (default true, the reference's setting).
+    pub warm_start: Option<bool>,
 }
 
 fn need(v: Option<f64>, field: &str, name: AcquisitionName) -> Result<f64> {

@@ -64,6 +64,10 @@ pub struct MultiStartOptions {
     pub upper: Option<Vec<f64>>,
     /// User warm starts (each of length `d`, projected into the box), run after the chosen starts.
     pub extra_starts: Vec<Vec<f64>>,
+    /// Raw candidates (row-major, `d` coordinates each, projected into the box) used instead of
+    /// the Sobol raw samples; `raw_samples` is then ignored. The starts are chosen among them
+    /// the same way (e.g. B-MS-EI's perturbed trees of the previous step).
+    pub raw_points: Option<Vec<f64>>,
 }
 
 impl Default for MultiStartOptions {
@@ -76,6 +80,7 @@ impl Default for MultiStartOptions {
             lower: None,
             upper: None,
             extra_starts: Vec::new(),
+            raw_points: None,
         }
     }
 }
@@ -151,22 +156,53 @@ pub fn maximize(
 
     // 1. Raw samples: scrambled Sobol points scaled to the box, evaluated in fixed-size batches.
     // Every point is a function of its index alone, so generating chunks in parallel is exact.
-    let sobol = Sobol::scrambled(d, seed)?;
-    let len = raw
-        .checked_mul(d)
-        .ok_or_else(|| Error::invalid("MultiStartOptions::raw_samples", "too large"))?;
-    let mut xs = vec![0.0; len];
-    xs.par_chunks_mut(EVAL_CHUNK * d)
-        .enumerate()
-        .try_for_each(|(c, chunk)| -> Result<()> {
-            sobol.fill((c * EVAL_CHUNK) as u64, chunk.len() / d, chunk)?;
-            for row in chunk.chunks_exact_mut(d) {
+    // Given raw points replace them.
+    let (xs, raw) = match &opts.raw_points {
+        Some(points) => {
+            if points.is_empty() || !points.len().is_multiple_of(d) {
+                return Err(Error::invalid(
+                    "MultiStartOptions::raw_points",
+                    format!(
+                        "needs a positive multiple of {d} coordinates, got {}",
+                        points.len()
+                    ),
+                ));
+            }
+            if points.iter().any(|v| v.is_nan()) {
+                return Err(Error::invalid(
+                    "MultiStartOptions::raw_points",
+                    "contains NaN",
+                ));
+            }
+            let mut xs = points.clone();
+            for row in xs.chunks_exact_mut(d) {
                 for i in 0..d {
-                    row[i] = (lower[i] + (upper[i] - lower[i]) * row[i]).clamp(lower[i], upper[i]);
+                    row[i] = row[i].clamp(lower[i], upper[i]);
                 }
             }
-            Ok(())
-        })?;
+            (xs, points.len() / d)
+        }
+        None => {
+            let sobol = Sobol::scrambled(d, seed)?;
+            let len = raw
+                .checked_mul(d)
+                .ok_or_else(|| Error::invalid("MultiStartOptions::raw_samples", "too large"))?;
+            let mut xs = vec![0.0; len];
+            xs.par_chunks_mut(EVAL_CHUNK * d).enumerate().try_for_each(
+                |(c, chunk)| -> Result<()> {
+                    sobol.fill((c * EVAL_CHUNK) as u64, chunk.len() / d, chunk)?;
+                    for row in chunk.chunks_exact_mut(d) {
+                        for i in 0..d {
+                            row[i] = (lower[i] + (upper[i] - lower[i]) * row[i])
+                                .clamp(lower[i], upper[i]);
+                        }
+                    }
+                    Ok(())
+                },
+            )?;
+            (xs, raw)
+        }
+    };
     let vals = eval_batched(obj, &xs, d);
 
     // 2. Start selection (sequential, seeded).
