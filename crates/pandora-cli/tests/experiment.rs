@@ -406,6 +406,17 @@ fn configuration_errors_are_clear() {
         &SMOKE.replace("lambda0 = 0.1", "lambda0 = 0.1\ntree = [1]"),
         "`tree` does not apply",
     );
+    // Multi-step EI takes a tree and the warm start, but has no budget to refill.
+    let msei = SMOKE.replace(
+        "acquisition = \"pbgi_d\"\nlambda0 = 0.1\nbeta = 2.0",
+        "acquisition = \"ms_ei\"\ntree = [1, 1]\nwarm_start = false\nrefill = true",
+    );
+    assert!(msei.contains("ms_ei"));
+    expect_config_error(&msei, "`refill` does not apply");
+    expect_config_error(
+        &SMOKE.replace("lambda0 = 0.1", "lambda0 = 0.1\nwarm_start = true"),
+        "`warm_start` does not apply",
+    );
 }
 
 /// Every `pandora experiment` configuration in `experiments/` parses, and its smoke size runs end

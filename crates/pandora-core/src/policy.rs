@@ -86,15 +86,7 @@ pub fn bmsei_step(
         best: best_f,
         budget: remaining,
     };
-    let raw = ms.raw_samples.unwrap_or(200 * d).max(1);
-    let restarts = ms.num_restarts.unwrap_or(10 * d).max(1);
-    let inner = MultiStartOptions {
-        raw_samples: Some(raw.min(50 * d)),
-        num_restarts: Some(restarts.min(5 * d)),
-        extra_starts: Vec::new(),
-        raw_points: None,
-        ..ms.clone()
-    };
+    let (_, _, inner) = tree_search_sizes(ms, d);
     let refill = match (params.refill.unwrap_or(true), carry, last_cost) {
         (true, Some(c), Some(last)) => refilled_budget(c, last),
         _ => None,
@@ -104,6 +96,29 @@ pub fn bmsei_step(
         None => suggested_budget(&root, remaining, total, tree.depth() + 1, &inner, seed)?,
     };
     root.budget = suggested;
+    let (x, value, trees) = optimize_tree(root, tree, ms, params, carry, seed)?;
+    let next = BmseiCarry {
+        suggested_budget: suggested,
+        lower_bound,
+        trees,
+    };
+    Ok((x, value, next))
+}
+
+/// Maximizes the one-shot tree from `root` (B-MS-EI's step 2–3, also multi-step EI's): the
+/// heuristic start tree as an extra start, and, with `params.warm_start` (default on) and the
+/// carry's trees, raw trees perturbed from the previous step's. Returns the root, the tree value
+/// and every restart's final tree.
+fn optimize_tree(
+    root: NodeState<'_>,
+    tree: crate::acquisition::FantasyTree,
+    ms: &MultiStartOptions,
+    params: &AcquisitionParams,
+    carry: Option<&BmseiCarry>,
+    seed: u64,
+) -> Result<(Vec<f64>, f64, Vec<Vec<f64>>)> {
+    let d = root.f.dim();
+    let (raw, restarts, inner) = tree_search_sizes(ms, d);
     let b = BudgetedMultiStepEi::new(root, tree)?;
     let start = heuristic_tree(&b, &inner, seed)?;
     let warm = match carry {
@@ -122,12 +137,53 @@ pub fn bmsei_step(
         ..ms.clone()
     };
     let r = maximize(&b, &tree_ms, seed)?;
-    let next = BmseiCarry {
-        suggested_budget: suggested,
-        lower_bound,
-        trees: r.restarts.into_iter().map(|(t, _)| t).collect(),
+    let trees = r.restarts.into_iter().map(|(t, _)| t).collect();
+    Ok((r.x[..d].to_vec(), r.value, trees))
+}
+
+/// The tree search's raw samples and restarts (`200·d` and `10·d` by default, not scaled by the
+/// tree size), and the smaller options of its inner searches (rollout, heuristic start):
+/// `min(50·d, raw)` raw samples and `min(5·d, restarts)` restarts.
+fn tree_search_sizes(ms: &MultiStartOptions, d: usize) -> (usize, usize, MultiStartOptions) {
+    let raw = ms.raw_samples.unwrap_or(200 * d).max(1);
+    let restarts = ms.num_restarts.unwrap_or(10 * d).max(1);
+    let inner = MultiStartOptions {
+        raw_samples: Some(raw.min(50 * d)),
+        num_restarts: Some(restarts.min(5 * d)),
+        extra_starts: Vec::new(),
+        raw_points: None,
+        ..ms.clone()
     };
-    Ok((r.x[..d].to_vec(), r.value, next))
+    (raw, restarts, inner)
+}
+
+/// Multi-step lookahead EI for uniform costs (the PBGI paper's MSEI, after Jiang et al. 2020 and
+/// Astudillo et al. 2021): the one-shot tree `params.tree` (default `[1, 1, 1]`: the current step
+/// and three look-ahead steps, posterior-mean fantasies) with EI as every stage's value, i.e. the
+/// B-MS-EI tree with every evaluation costing 1 and no budget. Maximized as B-MS-EI's tree (warm
+/// start from the carry's trees; the carry's budget fields are 0).
+pub fn msei_step(
+    model: &GpModel,
+    best_f: f64,
+    params: &AcquisitionParams,
+    ms: &MultiStartOptions,
+    seed: u64,
+    carry: Option<&BmseiCarry>,
+) -> Result<(Vec<f64>, f64, BmseiCarry)> {
+    let root = NodeState {
+        f: ScaledGp::from_model(model)?,
+        cost: CostBelief::Uniform,
+        best: best_f,
+        budget: f64::INFINITY,
+    };
+    let tree = params.tree.unwrap_or_default();
+    let (x, value, trees) = optimize_tree(root, tree, ms, params, carry, seed)?;
+    let next = BmseiCarry {
+        suggested_budget: 0.0,
+        lower_bound: 0.0,
+        trees,
+    };
+    Ok((x, value, next))
 }
 
 /// The max-value entropy search of one step: `K = 10` max values drawn **once** from the Gumbel
@@ -558,6 +614,12 @@ pub fn propose(
                 ctx.bmsei.as_ref(),
                 history.cost.last().copied(),
             )?;
+            let mut p = done(x, v)?;
+            p.bmsei = Some(carry);
+            return Ok(p);
+        }
+        AcquisitionName::MsEi => {
+            let (x, v, carry) = msei_step(&model, best_f, &params, ms, seed, ctx.bmsei.as_ref())?;
             let mut p = done(x, v)?;
             p.bmsei = Some(carry);
             return Ok(p);
@@ -1029,6 +1091,7 @@ mod tests {
             (AcquisitionName::Kg, CostSetting::Uniform),
             (AcquisitionName::BMsEi, CostSetting::Unknown),
             (AcquisitionName::BMsEi, CostSetting::Known(&linear)),
+            (AcquisitionName::MsEi, CostSetting::Uniform),
         ] {
             let config = small_config(acq);
             let hist = History {

@@ -936,7 +936,8 @@ fn bmsei_tree_value_matches_recursive_conditioning_for_every_cost_belief() {
 #[test]
 fn bmsei_gradient_matches_full_finite_differences() {
     // The exact (analytic + forward-mode) tree gradient against central differences of the full
-    // tree value, on [2, 2] and [2, 1, 2] trees in 2-D with unknown, known and uniform costs.
+    // tree value, on [2, 2] and [2, 1, 2] trees in 2-D with unknown, known and uniform costs, and
+    // without a budget (multi-step EI).
     let mut r = rng(9);
     let (f, c, best) = bmsei_2d_fixture(&mut r);
     let lc = KnownCost(|x: &[f64], g: &mut [f64]| {
@@ -952,6 +953,8 @@ fn bmsei_gradient_matches_full_finite_differences() {
             ),
             (CostBelief::Known(&lc), 2.2),
             (CostBelief::Uniform, 2.5),
+            // Multi-step EI: no budget.
+            (CostBelief::Uniform, f64::INFINITY),
         ] {
             let root = NodeState {
                 f: ScaledGp::from_model(&f).unwrap(),
@@ -1040,4 +1043,43 @@ fn warm_start_candidates_perturb_the_previous_trees_by_stage() {
     // Var of Beta(1,3) = 3/80; 1600 draws: s.e. ≈ 0.0048.
     assert!((mean - 0.25).abs() < 0.02, "{mean}");
     assert!(warm_start_candidates(&[vec![0.5; 3]], tree, d, raw, 1).is_empty());
+}
+
+#[test]
+fn msei_tree_is_ei_at_every_stage_with_posterior_mean_fantasies() {
+    // Multi-step EI = the tree with uniform costs and no budget: a [1, 1] tree at (x0, x1, x2) is
+    // EI(x0) + EI₁(x1) + EI₂(x2), where model k is refactorized on the data plus the posterior-mean
+    // fantasies at the earlier points, and the incumbent includes them.
+    let (f, _) = bmsei_fixture();
+    let best = (5.0f64 * 0.3).sin();
+    let root = NodeState {
+        f: ScaledGp::from_model(&f).unwrap(),
+        cost: CostBelief::Uniform,
+        best,
+        budget: f64::INFINITY,
+    };
+    let b = BudgetedMultiStepEi::new(root, FantasyTree::new(&[1, 1]).unwrap()).unwrap();
+    let pts = [0.41, 0.2, 0.66];
+    let (ym, ys) = f.outcome_scale();
+    let mut xs = f.inner().train_x().to_vec();
+    let mut zs = f.inner().train_y().to_vec();
+    let mut incumbent = best;
+    let mut expect = 0.0;
+    for &x in &pts {
+        let gp = ExactGp::new(xs.clone(), zs.clone(), f.inner().params().clone()).unwrap();
+        let (mu, var) = raw_mean_var(&(gp, ym, ys), x);
+        let s = var.sqrt();
+        expect += s * h((mu - incumbent) / s);
+        // The next stage conditions on the posterior-mean fantasy at x.
+        xs.push(x);
+        zs.push((mu - ym) / ys);
+        incumbent = incumbent.max(mu);
+    }
+    let (q, g) = b.value_and_gradient(&pts).unwrap();
+    assert!(expect > 0.0);
+    assert!(
+        (q - expect).abs() < 1e-9 * (1.0 + expect),
+        "{q} vs {expect}"
+    );
+    assert!(g.iter().all(|v| v.is_finite()));
 }

@@ -428,26 +428,28 @@ impl StudyConfig {
         if !(self.policy.lambda0 > 0.0 && self.policy.decay > 1.0) {
             return Err(Error::invalid("policy", "need lambda0 > 0 and decay > 1"));
         }
-        if name == pandora_core::acquisition::AcquisitionName::BMsEi {
-            if self.budget.total.is_none() {
+        use pandora_core::acquisition::AcquisitionName as N;
+        if name == N::BMsEi && self.budget.total.is_none() {
+            return Err(Error::invalid(
+                "budget.total",
+                "required by acquisition = \"b_ms_ei\" (its tree spends a budget)",
+            ));
+        }
+        let p = &self.policy;
+        for (field, set, applies) in [
+            ("policy.tree", p.tree.is_some(), name.uses_tree()),
+            ("policy.refill", p.refill.is_some(), name == N::BMsEi),
+            (
+                "policy.warm_start",
+                p.warm_start.is_some(),
+                name.uses_tree(),
+            ),
+        ] {
+            if set && !applies {
                 return Err(Error::invalid(
-                    "budget.total",
-                    "required by acquisition = \"b_ms_ei\" (its tree spends a budget)",
+                    field,
+                    format!("does not apply to acquisition = \"{name}\""),
                 ));
-            }
-        } else {
-            let p = &self.policy;
-            for (field, set) in [
-                ("policy.tree", p.tree.is_some()),
-                ("policy.refill", p.refill.is_some()),
-                ("policy.warm_start", p.warm_start.is_some()),
-            ] {
-                if set {
-                    return Err(Error::invalid(
-                        field,
-                        "only applies to acquisition = \"b_ms_ei\"",
-                    ));
-                }
             }
         }
         if let Some(s) = &self.policy.stopping {

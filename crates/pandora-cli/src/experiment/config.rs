@@ -367,7 +367,7 @@ fn default_policy_label(p: &PolicyConfig) -> String {
             format_number(p.lambda0.unwrap_or(0.1)),
             format_number(p.beta.unwrap_or(2.0))
         ),
-        "b_ms_ei" => {
+        "b_ms_ei" | "ms_ei" => {
             let stages: Vec<String> = p
                 .tree
                 .unwrap_or_default()
@@ -382,7 +382,7 @@ fn default_policy_label(p: &PolicyConfig) -> String {
             if p.warm_start == Some(false) {
                 flags.push_str(";cold");
             }
-            format!("b_ms_ei({}{flags})", stages.join(","))
+            format!("{}({}{flags})", p.acquisition, stages.join(","))
         }
         other => other.to_string(),
     }
@@ -434,13 +434,9 @@ fn check_policy(p: &PolicyConfig) -> Result<()> {
         name == AcquisitionName::PbgiD,
     )?;
     stray("beta", p.beta.is_some(), name == AcquisitionName::PbgiD)?;
-    stray("tree", p.tree.is_some(), name == AcquisitionName::BMsEi)?;
+    stray("tree", p.tree.is_some(), name.uses_tree())?;
     stray("refill", p.refill.is_some(), name == AcquisitionName::BMsEi)?;
-    stray(
-        "warm_start",
-        p.warm_start.is_some(),
-        name == AcquisitionName::BMsEi,
-    )?;
+    stray("warm_start", p.warm_start.is_some(), name.uses_tree())?;
     stray(
         "ucb_beta",
         p.ucb_beta.is_some(),

@@ -138,10 +138,16 @@ pub(crate) fn budgeted_ei_path<T: PathScalar>(
         let r = x.re();
         x - r
     };
+    // An infinite budget (multi-step EI: no budget) has no tangent: ∂/∂b = 0 there.
+    let budget_term = if b.is_finite() {
+        tangent(budget) / b
+    } else {
+        T::constant(0.0)
+    };
     T::constant(p.value)
         + (tangent(mu) - tangent(best)) * p.d_mu
         + tangent(sigma) * p.d_sigma
-        + (tangent(m) - tangent(budget) / b) * p.d_cost_mean
+        + (tangent(m) - budget_term) * p.d_cost_mean
         + tangent(v) * p.d_cost_var
 }
 

@@ -59,11 +59,14 @@ pub enum AcquisitionName {
     /// Budgeted multi-step EI (one-shot scenario tree, unknown costs); the tree is
     /// [`AcquisitionParams::tree`].
     BMsEi,
+    /// Multi-step lookahead EI for uniform costs (the same one-shot tree with EI at every stage
+    /// and no budget; the PBGI paper's MSEI baseline).
+    MsEi,
 }
 
 impl AcquisitionName {
     /// Every name, in the documented order.
-    pub const ALL: [AcquisitionName; 19] = [
+    pub const ALL: [AcquisitionName; 20] = [
         Self::Ei,
         Self::LogEi,
         Self::Pi,
@@ -83,6 +86,7 @@ impl AcquisitionName {
         Self::MesCost,
         Self::Kg,
         Self::BMsEi,
+        Self::MsEi,
     ];
 
     /// The configuration name.
@@ -107,6 +111,7 @@ impl AcquisitionName {
             Self::MesCost => "mes_cost",
             Self::Kg => "kg",
             Self::BMsEi => "b_ms_ei",
+            Self::MsEi => "ms_ei",
         }
     }
 
@@ -145,12 +150,23 @@ impl AcquisitionName {
     }
 
     /// Whether [`build_pointwise`] can build it (the others need the model: `ts`, `random`,
-    /// `mes`, `mes_cost`, `kg`, `b_ms_ei` are handled by [`crate::policy::propose`]).
+    /// `mes`, `mes_cost`, `kg`, `b_ms_ei`, `ms_ei` are handled by [`crate::policy::propose`]).
     pub fn is_pointwise(self) -> bool {
         !matches!(
             self,
-            Self::Ts | Self::Random | Self::Mes | Self::MesCost | Self::Kg | Self::BMsEi
+            Self::Ts
+                | Self::Random
+                | Self::Mes
+                | Self::MesCost
+                | Self::Kg
+                | Self::BMsEi
+                | Self::MsEi
         )
+    }
+
+    /// Whether it optimizes a one-shot scenario tree ([`AcquisitionParams::tree`] applies).
+    pub fn uses_tree(self) -> bool {
+        matches!(self, Self::BMsEi | Self::MsEi)
     }
 }
 
@@ -298,7 +314,7 @@ pub fn build_pointwise(
             best_f: need(p.best_f, "best_f", name)?,
             budget: need(p.remaining_budget, "remaining_budget", name)?,
         }),
-        N::Mes | N::MesCost | N::Kg | N::BMsEi => {
+        N::Mes | N::MesCost | N::Kg | N::BMsEi | N::MsEi => {
             return Err(Error::invalid(
                 "name",
                 format!(
