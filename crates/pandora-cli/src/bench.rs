@@ -338,6 +338,7 @@ fn lookahead(want: &dyn Fn(&str) -> bool, quick: bool, reps: usize, threads: usi
     }
     for (name, acq) in [
         ("kg_step", AcquisitionName::Kg),
+        ("one_shot_kg_step", AcquisitionName::OneShotKg),
         ("mes_step", AcquisitionName::Mes),
     ] {
         if !want(name) {

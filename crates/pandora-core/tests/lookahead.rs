@@ -620,6 +620,60 @@ fn kg_step_matches_brute_force_monte_carlo_on_a_1d_problem() {
     );
 }
 
+#[test]
+fn one_shot_kg_step_matches_brute_force_monte_carlo_on_a_1d_problem() {
+    let xs = [0.05, 0.3, 0.55, 0.8, 0.95];
+    let ys: Vec<f64> = xs
+        .iter()
+        .map(|&x: &f64| (6.0 * x).sin() + 0.3 * x)
+        .collect();
+    let model = model_1d(&xs, &ys, 0.15);
+    let ms = MultiStartOptions {
+        raw_samples: Some(64),
+        num_restarts: Some(4),
+        ..MultiStartOptions::default()
+    };
+    let (x, kg) = pandora_core::policy::one_shot_kg_step(&model, 1, &ms, 3).unwrap();
+    assert!((0.0..=1.0).contains(&x[0]) && kg > 0.0);
+    // Brute force: E[max_x' μ_{n+1}(x')] − max_x' μ_n(x') on a 2001-point grid, by Monte
+    // Carlo over the fantasized observation at x (the GP refactorized for each sample).
+    let grid: Vec<f64> = (0..=2000).map(|i| i as f64 / 2000.0).collect();
+    let max_mean = |m: &dyn Fn(f64) -> f64| grid.iter().map(|&g| m(g)).fold(f64::MIN, f64::max);
+    let p0 = model.posterior(&grid, false).unwrap();
+    let base = p0.mean.iter().copied().fold(f64::MIN, f64::max);
+    let (mu, var) = {
+        let p = model.posterior(&x, false).unwrap();
+        (p.mean[0], p.var[0])
+    };
+    let (_, ys_scale) = model.outcome_scale();
+    let noise = model.inner().params().noise * ys_scale * ys_scale;
+    let mut r = rng(11);
+    let n = 3000;
+    let mut samples = Vec::with_capacity(n);
+    for k in 0..n {
+        // Antithetic pairs reduce the variance.
+        let z: f64 = if k % 2 == 0 {
+            r.sample(StandardNormal)
+        } else {
+            -samples_last_z(&samples)
+        };
+        let y = mu + z * (var + noise).sqrt();
+        let g = refit(&model, x[0], y);
+        let m = max_mean(&|t| raw_mean_var(&g, t).0);
+        samples.push((z, m - base));
+    }
+    let vals: Vec<f64> = samples.iter().map(|s| s.1).collect();
+    let mean = vals.iter().sum::<f64>() / n as f64;
+    let sd = (vals.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1) as f64).sqrt();
+    let se = sd / (n as f64).sqrt();
+    // 64 quasi-random fantasies instead of the expectation, and one-shot inner maxima (a lower
+    // bound); allow 4.5 standard errors plus 5 % of the value.
+    assert!(
+        (kg - mean).abs() < 4.5 * se + 0.05 * mean,
+        "one-shot KG {kg} vs brute force {mean} ± {se}"
+    );
+}
+
 fn samples_last_z(s: &[(f64, f64)]) -> f64 {
     s.last().map_or(0.0, |p| p.0)
 }
@@ -1082,4 +1136,60 @@ fn msei_tree_is_ei_at_every_stage_with_posterior_mean_fantasies() {
         "{q} vs {expect}"
     );
     assert!(g.iter().all(|v| v.is_finite()));
+}
+
+#[test]
+fn one_shot_kg_matches_refits_and_finite_differences() {
+    use pandora_core::acquisition::kg::OneShotKnowledgeGradient;
+    let mut r = rng(31);
+    let (f, _, _) = bmsei_2d_fixture(&mut r);
+    let gp = ScaledGp::from_model(&f).unwrap();
+    let mut kg = OneShotKnowledgeGradient::new(&gp, 5, 2).unwrap();
+    kg.current = 0.3;
+    let z = kg.base_samples().to_vec();
+    assert_eq!(z.len(), 5);
+    let pts: Vec<f64> = (0..12).map(|_| r.random::<f64>()).collect();
+    let (v, g) = kg.evaluate(&pts, true).unwrap();
+    // Each fantasy model by refactorization: y_i = μ(x) + z_i √(σ²(x) + noise) at x.
+    let (ym, ys) = f.outcome_scale();
+    let (mu, var) = gp.mean_var(&pts[..2]).unwrap();
+    let mut expect = 0.0;
+    for (i, zi) in z.iter().enumerate() {
+        let y = mu + zi * (var + gp.noise()).sqrt();
+        let mut xs = f.inner().train_x().to_vec();
+        let mut ts = f.inner().train_y().to_vec();
+        xs.extend_from_slice(&pts[..2]);
+        ts.push((y - ym) / ys);
+        let refit = ExactGp::new(xs, ts, f.inner().params().clone()).unwrap();
+        let p = refit
+            .posterior(&pts[(i + 1) * 2..(i + 2) * 2], false)
+            .unwrap();
+        expect += (ym + ys * p.mean[0]) / 5.0;
+    }
+    expect -= 0.3;
+    assert!(
+        (v - expect).abs() < 1e-9 * (1.0 + expect.abs()),
+        "{v} vs {expect}"
+    );
+    let h = 1e-6;
+    let mut w = pts.clone();
+    for i in 0..pts.len() {
+        w[i] = pts[i] + h;
+        let up = kg.evaluate(&w, false).unwrap().0;
+        w[i] = pts[i] - h;
+        let down = kg.evaluate(&w, false).unwrap().0;
+        w[i] = pts[i];
+        let num = (up - down) / (2.0 * h);
+        assert!(
+            (num - g[i]).abs() < 1e-6 * (1.0 + num.abs()),
+            "{i}: {} vs {num}",
+            g[i]
+        );
+    }
+    // The base samples are Φ⁻¹ of scrambled Sobol points: distinct, seeded, roughly centred.
+    assert!(OneShotKnowledgeGradient::new(&gp, 0, 2).is_err());
+    let many = OneShotKnowledgeGradient::new(&gp, 64, 2).unwrap();
+    let m: f64 = many.base_samples().iter().sum::<f64>() / 64.0;
+    assert!(m.abs() < 0.05, "{m}");
+    assert!(kg.evaluate(&pts[..10], false).is_err());
 }

@@ -17,10 +17,13 @@
 //! raw coordinates on `[0,1]^d` — and multiply values by the outcome standard deviation to get raw
 //! units; the argmax is unchanged).
 
+use super::bmsei::ScaledGp;
 use crate::error::{Error, Result};
-use crate::gp::ExactGp;
+use crate::gp::{ExactGp, Posterior};
 use crate::linalg::gemm;
-use crate::math::{h, norm_cdf, norm_pdf};
+use crate::math::{h, norm_cdf, norm_pdf, norm_ppf};
+use crate::optim::multistart::Objective;
+use crate::optim::sobol::Sobol;
 use faer::Mat;
 
 /// `E[max_i (a_i + b_i Z)] − max_i a_i` for `Z ~ N(0,1)`, with its partials with respect to `a`
@@ -209,5 +212,110 @@ impl<'a> DiscreteKnowledgeGradient<'a> {
             *o = expected_max_affine(&self.mean, &b)?.0;
         }
         Ok(out)
+    }
+}
+
+/// BoTorch's default number of fantasies of `qKnowledgeGradient` (the PBGI paper's KG).
+pub const ONE_SHOT_KG_FANTASIES: usize = 64;
+
+/// The one-shot knowledge gradient (BoTorch's `qKnowledgeGradient` with `q = 1`): the decision
+/// variables are the point `x` and one point `x'_i` per fantasy, optimized jointly,
+///
+/// `KG(x, x'_1 … x'_K) = (1/K) Σ_i μ_{n+1}^{(i)}(x'_i) − current`,
+///
+/// where model `i` is conditioned on the fantasy `ŷ_i = μ(x) + z_i √(σ²(x) + σ_noise²)`, so that
+/// `μ_{n+1}^{(i)}(x') = μ(x') + z_i Σ(x, x')/√(σ²(x) + σ_noise²)` in closed form. Its maximum over
+/// the `x'_i` is a lower bound that converges to `E[max μ_{n+1}] − current` as `K` grows. The base
+/// samples `z_i` are quasi-random: `Φ⁻¹` of a seeded scrambled Sobol sequence (BoTorch's
+/// `SobolQMCNormalSampler`). The gradient is analytic, from
+/// [`crate::gp::ExactGp::posterior_pairs`]. Points are in the raw coordinates of the model.
+pub struct OneShotKnowledgeGradient<'a> {
+    gp: &'a ScaledGp,
+    z: Vec<f64>,
+    pairs: Vec<(usize, usize)>,
+    /// Subtracted from the value: the current maximum of the posterior mean, so that the
+    /// value is the knowledge gradient (0 by default).
+    pub current: f64,
+}
+
+impl<'a> OneShotKnowledgeGradient<'a> {
+    /// `num_fantasies` fantasies with base samples from `seed`. Errors if `num_fantasies` is 0.
+    pub fn new(gp: &'a ScaledGp, num_fantasies: usize, seed: u64) -> Result<Self> {
+        if num_fantasies == 0 {
+            return Err(Error::invalid("num_fantasies", "must be at least 1"));
+        }
+        let u = Sobol::scrambled(1, seed)?.points(num_fantasies)?;
+        let z = u
+            .iter()
+            .map(|&p| norm_ppf(p.clamp(1e-12, 1.0 - 1e-12)))
+            .collect();
+        Ok(Self {
+            gp,
+            z,
+            pairs: (1..=num_fantasies).map(|i| (0, i)).collect(),
+            current: 0.0,
+        })
+    }
+
+    /// The base samples `z_i`.
+    pub fn base_samples(&self) -> &[f64] {
+        &self.z
+    }
+
+    /// Value and, if `grad`, gradient at `pts` = `[x, x'_1, …, x'_K]` (row-major, `(K+1)·d`).
+    pub fn evaluate(&self, pts: &[f64], grad: bool) -> Result<(f64, Vec<f64>)> {
+        let d = self.gp.dim();
+        let k = self.z.len();
+        if pts.len() != (k + 1) * d {
+            return Err(Error::dim("one-shot KG points", (k + 1) * d, pts.len()));
+        }
+        let p = self.gp.pairs(pts, &self.pairs, grad)?;
+        let s2 = p.var[0] + self.gp.noise();
+        let s = s2.sqrt();
+        let kf = k as f64;
+        let mut value = 0.0;
+        for (i, &z) in self.z.iter().enumerate() {
+            value += p.mean[i + 1] + z * p.cov[i] / s;
+        }
+        value = value / kf - self.current;
+        if !grad {
+            return Ok((value, Vec::new()));
+        }
+        let mut g = vec![0.0; pts.len()];
+        for (i, &z) in self.z.iter().enumerate() {
+            let cg = &p.cov_grad[i * 2 * d..(i + 1) * 2 * d];
+            let row = (i + 1) * d;
+            for c in 0..d {
+                g[row + c] = (p.mean_grad[row + c] + z * cg[d + c] / s) / kf;
+                g[c] += z * (cg[c] / s - p.cov[i] * p.var_grad[c] / (2.0 * s2 * s)) / kf;
+            }
+        }
+        Ok((value, g))
+    }
+}
+
+impl Objective for OneShotKnowledgeGradient<'_> {
+    fn dim(&self) -> usize {
+        (self.z.len() + 1) * self.gp.dim()
+    }
+
+    fn value_grad(&self, x: &[f64], grad: &mut [f64]) -> f64 {
+        match self.evaluate(x, true) {
+            Ok((v, g)) if v.is_finite() && g.iter().all(|v| v.is_finite()) => {
+                grad.copy_from_slice(&g);
+                v
+            }
+            _ => {
+                grad.fill(0.0);
+                f64::NAN
+            }
+        }
+    }
+
+    fn values(&self, xs: &[f64], out: &mut [f64]) {
+        let n = self.dim();
+        for (x, o) in xs.chunks_exact(n).zip(out.iter_mut()) {
+            *o = self.evaluate(x, false).map_or(f64::NAN, |r| r.0);
+        }
     }
 }

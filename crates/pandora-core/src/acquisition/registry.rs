@@ -56,6 +56,8 @@ pub enum AcquisitionName {
     MesCost,
     /// Knowledge gradient on a Sobol discretization plus the posterior-mean maximizer.
     Kg,
+    /// One-shot knowledge gradient with 64 quasi-random fantasies (BoTorch's `qKnowledgeGradient`).
+    OneShotKg,
     /// Budgeted multi-step EI (one-shot scenario tree, unknown costs); the tree is
     /// [`AcquisitionParams::tree`].
     BMsEi,
@@ -66,7 +68,7 @@ pub enum AcquisitionName {
 
 impl AcquisitionName {
     /// Every name, in the documented order.
-    pub const ALL: [AcquisitionName; 20] = [
+    pub const ALL: [AcquisitionName; 21] = [
         Self::Ei,
         Self::LogEi,
         Self::Pi,
@@ -85,6 +87,7 @@ impl AcquisitionName {
         Self::Mes,
         Self::MesCost,
         Self::Kg,
+        Self::OneShotKg,
         Self::BMsEi,
         Self::MsEi,
     ];
@@ -110,6 +113,7 @@ impl AcquisitionName {
             Self::Mes => "mes",
             Self::MesCost => "mes_cost",
             Self::Kg => "kg",
+            Self::OneShotKg => "one_shot_kg",
             Self::BMsEi => "b_ms_ei",
             Self::MsEi => "ms_ei",
         }
@@ -159,6 +163,7 @@ impl AcquisitionName {
                 | Self::Mes
                 | Self::MesCost
                 | Self::Kg
+                | Self::OneShotKg
                 | Self::BMsEi
                 | Self::MsEi
         )
@@ -314,7 +319,7 @@ pub fn build_pointwise(
             best_f: need(p.best_f, "best_f", name)?,
             budget: need(p.remaining_budget, "remaining_budget", name)?,
         }),
-        N::Mes | N::MesCost | N::Kg | N::BMsEi | N::MsEi => {
+        N::Mes | N::MesCost | N::Kg | N::OneShotKg | N::BMsEi | N::MsEi => {
             return Err(Error::invalid(
                 "name",
                 format!(

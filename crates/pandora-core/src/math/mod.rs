@@ -34,7 +34,7 @@ pub use fastexp::exp_fast;
 pub use logexp::{log1mexp, log1pexp};
 pub use normal::{
     dlog_h, erfcx, h, log_h, log_norm_cdf, log_norm_pdf, log_norm_sf, mills_ratio, norm_cdf,
-    norm_pdf, norm_sf,
+    norm_pdf, norm_ppf, norm_sf,
 };
 
 #[cfg(test)]

@@ -125,6 +125,31 @@ pub fn norm_cdf(z: f64) -> f64 {
     }
 }
 
+/// The standard normal quantile function `Φ⁻¹(p)` for `p ∈ (0, 1)`: `−√2·erfc⁻¹(2p)` (puruspe's
+/// `inverfc`) in the lower half, refined by one Newton step on [`norm_cdf`], and `−Φ⁻¹(1 − p)` in
+/// the upper half. `p ≤ 0` gives −∞, `p ≥ 1` gives +∞ and NaN gives NaN.
+pub fn norm_ppf(p: f64) -> f64 {
+    if p.is_nan() {
+        return f64::NAN;
+    }
+    if p <= 0.0 {
+        return f64::NEG_INFINITY;
+    }
+    if p >= 1.0 {
+        return f64::INFINITY;
+    }
+    if p > 0.5 {
+        return -norm_ppf(1.0 - p);
+    }
+    let z = -std::f64::consts::SQRT_2 * puruspe::inverfc(2.0 * p);
+    let pdf = norm_pdf(z);
+    if pdf > 0.0 {
+        z - (norm_cdf(z) - p) / pdf
+    } else {
+        z
+    }
+}
+
 /// The standard normal survival function `1 − Φ(z) = Φ(−z)`, accurate in the upper tail.
 #[inline]
 pub fn norm_sf(z: f64) -> f64 {

@@ -266,3 +266,32 @@ fn no_nan_for_finite_input() {
         assert!(log_norm_cdf(-x).is_finite(), "x={x:e}");
     }
 }
+
+#[test]
+fn norm_ppf_inverts_norm_cdf_and_matches_reference_quantiles() {
+    // High-precision quantiles (Wichura's AS 241 test values / mpmath).
+    for (p, z) in [
+        (0.975, 1.959_963_984_540_054),
+        (0.5, 0.0),
+        (0.25, -0.674_489_750_196_081_7),
+        (1e-10, -6.361_340_902_404_056),
+        (0.999, 3.090_232_306_167_813_5),
+    ] {
+        let got = norm_ppf(p);
+        assert!(
+            (got - z).abs() <= 1e-12 * (1.0 + z.abs()),
+            "{p}: {got} vs {z}"
+        );
+    }
+    for p in linspace(1e-6, 1.0 - 1e-6, 2001).chain(logspace(-300.0, -1.0, 300)) {
+        let z = norm_ppf(p);
+        assert!(
+            rel(norm_cdf(z), p) < 1e-12,
+            "{p}: Φ(Φ⁻¹(p)) = {}",
+            norm_cdf(z)
+        );
+    }
+    assert_eq!(norm_ppf(0.0), f64::NEG_INFINITY);
+    assert_eq!(norm_ppf(1.0), f64::INFINITY);
+    assert!(norm_ppf(f64::NAN).is_nan());
+}
