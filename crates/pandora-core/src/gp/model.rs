@@ -195,6 +195,23 @@ pub(crate) fn dot(a: &[f64], b: &[f64]) -> f64 {
     dot_inline(a, b)
 }
 
+/// `Σ a_i (q − x_i)` with independent accumulators (vectorizes).
+#[multiversion(targets("x86_64+avx512f+avx2+fma", "x86_64+avx2+fma"))]
+fn dot_shifted(a: &[f64], x: &[f64], q: f64) -> f64 {
+    let mut sa = [0.0; 4];
+    let n4 = x.len() / 4 * 4;
+    for i in (0..n4).step_by(4) {
+        for t in 0..4 {
+            sa[t] += a[i + t] * (q - x[i + t]);
+        }
+    }
+    let mut r = (sa[0] + sa[1]) + (sa[2] + sa[3]);
+    for i in n4..x.len() {
+        r += a[i] * (q - x[i]);
+    }
+    r
+}
+
 /// `(Σ a_i (q − x_i), Σ b_i (q − x_i))` with independent accumulators (vectorizes).
 #[multiversion(targets("x86_64+avx512f+avx2+fma", "x86_64+avx2+fma"))]
 fn dot2_shifted(a: &[f64], b: &[f64], x: &[f64], q: f64) -> (f64, f64) {
@@ -616,40 +633,55 @@ impl ExactGp {
         }
         let mut w = Mat::<f64>::zeros(n, m);
         trmm(w.as_mut(), linv.transpose(), true, v.as_ref());
-        // Σ_i c_i ∂k(x_i, x_j)/∂x_jk = (2/ℓ_k) Σ_i c_i G_ij (x̃_jk − x̃_ik), written into `g`.
-        let contract = |c: &[f64], j: usize, g: &mut [f64]| {
-            let gj = gq.col_as_slice(j);
-            let t: Vec<f64> = c.iter().zip(gj).map(|(a, b)| a * b).collect();
-            for k in 0..d {
-                let (s, _) = dot2_shifted(
-                    &t,
-                    &t,
-                    &self.xt[k * n..(k + 1) * n],
-                    xs[j * d + k] * inv_l[k],
-                );
-                g[k] = 2.0 * inv_l[k] * s;
-            }
-        };
+        // Σ_i c_i ∂k(x_i, x_j)/∂x_jk = (2/ℓ_k) Σ_i c_i G_ij (x̃_jk − x̃_ik), for one vector `c`
+        // (into `g1`) or two at once (`c2` into `g2`, sharing the pass over the training points).
+        let mut t1 = vec![0.0; n];
+        let mut t2 = vec![0.0; n];
+        let mut contract =
+            |c1: &[f64], c2: Option<&[f64]>, j: usize, g1: &mut [f64], g2: &mut [f64]| {
+                let gj = gq.col_as_slice(j);
+                for ((t, a), b) in t1.iter_mut().zip(c1).zip(gj) {
+                    *t = a * b;
+                }
+                if let Some(c2) = c2 {
+                    for ((t, a), b) in t2.iter_mut().zip(c2).zip(gj) {
+                        *t = a * b;
+                    }
+                }
+                for k in 0..d {
+                    let col = &self.xt[k * n..(k + 1) * n];
+                    let q = xs[j * d + k] * inv_l[k];
+                    if c2.is_some() {
+                        let (s1, s2) = dot2_shifted(&t1, &t2, col, q);
+                        g1[k] = 2.0 * inv_l[k] * s1;
+                        g2[k] = 2.0 * inv_l[k] * s2;
+                    } else {
+                        g1[k] = 2.0 * inv_l[k] * dot_shifted(&t1, col, q);
+                    }
+                }
+            };
         let mut tmp = vec![0.0; d];
         for j in 0..m {
-            contract(&self.alpha, j, &mut out.mean_grad[j * d..(j + 1) * d]);
-            if out.var[j] > MIN_VARIANCE {
-                contract(w.col_as_slice(j), j, &mut tmp);
-                for (o, t) in out.var_grad[j * d..(j + 1) * d].iter_mut().zip(&tmp) {
-                    *o = -2.0 * t;
-                }
+            let clamp = out.var[j] <= MIN_VARIANCE;
+            let (mg, vg) = (
+                &mut out.mean_grad[j * d..(j + 1) * d],
+                &mut out.var_grad[j * d..(j + 1) * d],
+            );
+            contract(&self.alpha, Some(w.col_as_slice(j)), j, mg, vg);
+            for v in vg.iter_mut() {
+                *v = if clamp { 0.0 } else { -2.0 * *v };
             }
         }
         for (p, &(a, b)) in pairs.iter().enumerate() {
             let g = &mut out.cov_grad[p * 2 * d..(p + 1) * 2 * d];
             let (ga, gb) = g.split_at_mut(d);
             prior_pair(a, b, ga);
-            contract(w.col_as_slice(b), a, &mut tmp);
+            contract(w.col_as_slice(b), None, a, &mut tmp, &mut []);
             for (o, t) in ga.iter_mut().zip(&tmp) {
                 *o -= t;
             }
             prior_pair(b, a, gb);
-            contract(w.col_as_slice(a), b, &mut tmp);
+            contract(w.col_as_slice(a), None, b, &mut tmp, &mut []);
             for (o, t) in gb.iter_mut().zip(&tmp) {
                 *o -= t;
             }
