@@ -128,7 +128,7 @@ use super::cost::LogCostBatch;
 use super::fantasy_path::{PathScalar, budgeted_ei_path, condition_path};
 use super::{LogCost, OnModel, UnknownCost, UpperConfidenceBound};
 use crate::gp::{ExactGp, GpModel, PairPosterior, Posterior, PosteriorBatch};
-use crate::optim::multistart::{MultiStartOptions, Objective, maximize};
+use crate::optim::multistart::{MultiStartOptions, Objective, maximize, value_grad_or_nan};
 use num_dual::DualDVec64;
 use rand::{RngExt, SeedableRng};
 use rand_distr::{Distribution, StandardNormal};
@@ -627,16 +627,7 @@ impl Objective for BudgetedMultiStepEi<'_> {
     }
 
     fn value_grad(&self, x: &[f64], grad: &mut [f64]) -> f64 {
-        match self.value_and_gradient(x) {
-            Ok((v, g)) if v.is_finite() && g.iter().all(|v| v.is_finite()) => {
-                grad.copy_from_slice(&g);
-                v
-            }
-            _ => {
-                grad.fill(0.0);
-                f64::NAN
-            }
-        }
+        value_grad_or_nan(self.value_and_gradient(x), grad)
     }
 
     fn values(&self, xs: &[f64], out: &mut [f64]) {

@@ -22,7 +22,7 @@ use crate::error::{Error, Result};
 use crate::gp::{ExactGp, Posterior};
 use crate::linalg::gemm;
 use crate::math::{h, norm_cdf, norm_pdf, norm_ppf};
-use crate::optim::multistart::Objective;
+use crate::optim::multistart::{Objective, value_grad_or_nan};
 use crate::optim::sobol::Sobol;
 use faer::Mat;
 
@@ -300,16 +300,7 @@ impl Objective for OneShotKnowledgeGradient<'_> {
     }
 
     fn value_grad(&self, x: &[f64], grad: &mut [f64]) -> f64 {
-        match self.evaluate(x, true) {
-            Ok((v, g)) if v.is_finite() && g.iter().all(|v| v.is_finite()) => {
-                grad.copy_from_slice(&g);
-                v
-            }
-            _ => {
-                grad.fill(0.0);
-                f64::NAN
-            }
-        }
+        value_grad_or_nan(self.evaluate(x, true), grad)
     }
 
     fn values(&self, xs: &[f64], out: &mut [f64]) {

@@ -22,7 +22,7 @@ pub mod policy;
 pub mod problem;
 pub mod run;
 
-pub use dist::{Distribution, bocvs_truncated_normal_scale, inv_norm_cdf, truncated_normal_scale};
+pub use dist::{Distribution, bocvs_truncated_normal_scale, truncated_normal_scale};
 pub use expected::{Expected, GittinsIndex, MixtureIndex, mixture_index};
 pub use policy::{
     Context, CvsPolicy, Decision, EiPsq, EpsSchedule, Etc, EtcPlays, GittinsCvs, LambdaRule,

@@ -46,6 +46,22 @@ pub trait Objective: Sync {
     }
 }
 
+/// [`Objective::value_grad`] from a fallible evaluation: the gradient is copied into `grad`; an
+/// error or a non-finite value or gradient gives NaN (outside the usable domain) and a zero
+/// gradient.
+pub fn value_grad_or_nan(r: Result<(f64, Vec<f64>)>, grad: &mut [f64]) -> f64 {
+    match r {
+        Ok((v, g)) if v.is_finite() && g.len() == grad.len() && g.iter().all(|v| v.is_finite()) => {
+            grad.copy_from_slice(&g);
+            v
+        }
+        _ => {
+            grad.fill(0.0);
+            f64::NAN
+        }
+    }
+}
+
 /// Options of [`maximize`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct MultiStartOptions {
