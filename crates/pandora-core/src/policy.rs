@@ -243,7 +243,7 @@ pub fn kg_step(
 /// maximum of the posterior mean (found with the step's options), so the reported value is the
 /// KG in raw units. Start trees: `raw` raw candidates whose `x` is a scrambled Sobol point and
 /// whose fantasy points start at the best, under that fantasy, of `x` and the distinct local
-/// maxima of the posterior mean (the end points of its restarts, at most `10·d`); the restarts
+/// maxima of the posterior mean (the end points of its restarts, at most 10 points); the restarts
 /// are chosen among them by the Boltzmann rule. BoTorch's `gen_one_shot_kg_initial_conditions`
 /// instead samples the fantasy points from the posterior mean's maximizers and leaves 10 % of
 /// them uniformly random; on a 1-D test those random fantasy points stayed at poor local maxima

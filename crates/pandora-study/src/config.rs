@@ -237,13 +237,15 @@ pub struct PolicySection {
     /// The cost-aware stopping rule (none by default).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stopping: Option<StudyStopping>,
-    /// `b_ms_ei`'s scenario tree: fantasies per look-ahead stage (default `[1, 1, 1]`).
+    /// `b_ms_ei`'s and `ms_ei`'s scenario tree: fantasies per look-ahead stage (default
+    /// `[1, 1, 1]`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tree: Option<pandora_core::acquisition::FantasyTree>,
     /// `b_ms_ei`: the refill rule for the suggested budget (default true).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub refill: Option<bool>,
-    /// `b_ms_ei`: warm-start each tree maximization from the previous ask's trees (default true).
+    /// `b_ms_ei`, `ms_ei`: warm-start each tree maximization from the previous ask's trees
+    /// (default true).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub warm_start: Option<bool>,
 }

@@ -164,7 +164,8 @@ pub struct PolicyConfig {
     /// B-MS-EI's refill rule for the suggested budget (default true, the reference's setting).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub refill: Option<bool>,
-    /// B-MS-EI's warm start of the tree from the previous step's trees (default true).
+    /// B-MS-EI's and multi-step EI's warm start of the tree from the previous step's trees
+    /// (default true).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub warm_start: Option<bool>,
 }
