@@ -531,10 +531,12 @@ use pandora_core::acquisition::bmsei::{
 use pandora_core::gp::{GpModel, Transforms};
 use pandora_core::optim::multistart::MultiStartOptions;
 
-/// A 1-D model in raw units with fixed hyperparameters (standardized outcomes).
-fn model_1d(x: &[f64], y: &[f64], ls: f64) -> GpModel {
+/// A model in raw units with fixed Matérn-5/2 hyperparameters (lengthscales `ls`, one per
+/// dimension; standardized outcomes).
+fn fixed_model(x: &[f64], y: &[f64], ls: Vec<f64>) -> GpModel {
+    let d = ls.len();
     let params = GpParams {
-        kernel: Kernel::new(KernelKind::Matern52, vec![ls], 1.0).unwrap(),
+        kernel: Kernel::new(KernelKind::Matern52, ls, 1.0).unwrap(),
         mean: 0.0,
         noise: 1e-4,
     };
@@ -543,7 +545,12 @@ fn model_1d(x: &[f64], y: &[f64], ls: f64) -> GpModel {
         standardize_outcomes: true,
         output_scale: None,
     };
-    GpModel::with_params(x, y, 1, &t, params).unwrap()
+    GpModel::with_params(x, y, d, &t, params).unwrap()
+}
+
+/// A 1-D [`fixed_model`].
+fn model_1d(x: &[f64], y: &[f64], ls: f64) -> GpModel {
+    fixed_model(x, y, vec![ls])
 }
 
 /// The model conditioned on one more raw observation by a full refactorization (independent of
@@ -859,21 +866,12 @@ fn bmsei_2d_fixture(r: &mut Xoshiro256PlusPlus) -> (GpModel, GpModel, f64) {
         .map(|p| (3.0 * p[0]).sin() * (2.0 * p[1]).cos())
         .collect();
     let lc: Vec<f64> = x.chunks(2).map(|p| 0.4 * p[0] - 0.3 * p[1]).collect();
-    let model = |ys: &[f64], ls: Vec<f64>| {
-        let params = GpParams {
-            kernel: Kernel::new(KernelKind::Matern52, ls, 1.0).unwrap(),
-            mean: 0.0,
-            noise: 1e-4,
-        };
-        let t = Transforms {
-            normalize_inputs: None,
-            standardize_outcomes: true,
-            output_scale: None,
-        };
-        GpModel::with_params(&x, ys, 2, &t, params).unwrap()
-    };
     let best = y.iter().copied().fold(f64::MIN, f64::max);
-    (model(&y, vec![0.3, 0.4]), model(&lc, vec![0.5, 0.6]), best)
+    (
+        fixed_model(&x, &y, vec![0.3, 0.4]),
+        fixed_model(&x, &lc, vec![0.5, 0.6]),
+        best,
+    )
 }
 
 /// `Σ_n (1/width_n) Σ_j BEI_j` by explicit recursion over conditioned models
