@@ -1154,3 +1154,50 @@ fn one_shot_kg_matches_refits_and_finite_differences() {
     assert!(m.abs() < 0.05, "{m}");
     assert!(kg.evaluate(&pts[..10], false).is_err());
 }
+
+#[test]
+fn fantasy_tree_limits_and_quasi_random_base_samples() {
+    use pandora_core::acquisition::bmsei::{MAX_FANTASIES, MAX_TREE_POINTS};
+    assert!(FantasyTree::new(&[]).is_err());
+    assert!(FantasyTree::new(&[1, 1, 1, 1, 1]).is_err());
+    assert!(FantasyTree::new(&[2, 0]).is_err());
+    assert!(FantasyTree::new(&[MAX_FANTASIES + 1]).is_err());
+    assert!(FantasyTree::new(&[8, 8, 2]).is_err()); // 1 + 8 + 64 + 128 points
+    let two_step = FantasyTree::new(&[32]).unwrap();
+    assert_eq!(two_step.num_points(), 33);
+    assert_eq!(FantasyTree::new(&[4, 4, 2]).unwrap().num_points(), 53);
+    assert!(FantasyTree::new(&[MAX_FANTASIES]).unwrap().num_points() <= MAX_TREE_POINTS);
+
+    assert_eq!(fantasy_base_samples(1, 0).unwrap(), vec![(0.0, 0.0)]);
+    assert!(fantasy_base_samples(0, 0).is_err());
+    for m in [2usize, 4, 32] {
+        let z = fantasy_base_samples(m, 1).unwrap();
+        assert_eq!(z.len(), m);
+        assert_eq!(z, fantasy_base_samples(m, 1).unwrap(), "deterministic");
+        assert_ne!(
+            z,
+            fantasy_base_samples(m, 2).unwrap(),
+            "seeded by the stage"
+        );
+        let (a, b) = z.iter().fold((0.0, 0.0), |(a, b), p| (a + p.0, b + p.1));
+        assert!(a.abs() < 1e-12 && b.abs() < 1e-12, "centred: {a} {b}");
+        assert!(z.iter().all(|p| p.0.is_finite() && p.1.is_finite()));
+    }
+    // Quasi-random: 32 scrambled-Sobol points put exactly one point in each of the 32
+    // equal-probability strata of each coordinate; the centring moves them by far less than a
+    // stratum near the median, so each half holds 16 ± 1 and the variance is close to 1.
+    let z = fantasy_base_samples(32, 0).unwrap();
+    for col in [0usize, 1] {
+        let v: Vec<f64> = z.iter().map(|p| if col == 0 { p.0 } else { p.1 }).collect();
+        let below = v.iter().filter(|&&x| x < 0.0).count();
+        assert!(
+            (15..=17).contains(&below),
+            "coordinate {col}: {below} of 32 below 0"
+        );
+        let var = v.iter().map(|x| x * x).sum::<f64>() / 32.0;
+        assert!(
+            (0.85..1.15).contains(&var),
+            "coordinate {col}: variance {var}"
+        );
+    }
+}

@@ -131,6 +131,43 @@ def test_bad_study_arguments(tmp_path, kw, msg):
         pandora.Study.create("b", storage, **kw)
 
 
+def test_b_ms_ei_tree_refill_and_warm_start(tmp_path):
+    url = f"sqlite:{tmp_path}/l.db"
+    s = pandora.Study.create("l", url, space={"a": (0.0, 1.0), "b": (0.0, 1.0)},
+                             acquisition="b_ms_ei", cost="reported", budget=8.0,
+                             initial_design=3, tree=[2, 1], refill=False, warm_start=False,
+                             seed=1)
+    assert s.config["policy"]["tree"] == [2, 1]
+    assert s.config["policy"]["refill"] is False and s.config["policy"]["warm_start"] is False
+    phases = []
+    for _ in range(5):
+        t = s.ask()
+        assert t is not None
+        phases.append(t.decision["phase"])
+        a, b = t.params["a"], t.params["b"]
+        s.tell(t, -((a - 0.3) ** 2) - (b - 0.6) ** 2, cost=0.5 + a)
+        if t.decision["phase"] != "initial":
+            # The suggested budget of the EI-PUC-CC rollout is recorded on every model step.
+            assert t.decision["bmsei"]["suggested_budget"] > 0.0
+    assert phases[:3] == ["initial"] * 3 and "initial" not in phases[3:]
+    # The tree is part of the stored configuration: a reload keeps it.
+    assert pandora.Study.load("l", url).config["policy"]["tree"] == [2, 1]
+
+
+@pytest.mark.parametrize("kw,msg", [
+    ({"acquisition": "log_ei", "tree": [1, 1]}, "tree"),
+    ({"acquisition": "b_ms_ei", "budget": 5.0, "tree": "11"}, "tree must be"),
+    ({"acquisition": "b_ms_ei", "budget": 5.0, "tree": [1, 0]}, "tree"),
+    ({"acquisition": "ms_ei", "refill": True}, "refill"),
+    ({"acquisition": "b_ms_ei", "budget": 5.0, "warm_start": 1}, "warm_start must be"),
+    ({"acquisition": "b_ms_ei"}, "budget"),
+])
+def test_bad_lookahead_arguments(tmp_path, kw, msg):
+    with pytest.raises(ValueError, match=msg):
+        pandora.Study.create("bl", f"sqlite:{tmp_path}/bl.db", space={"a": (0.0, 1.0)},
+                             cost="reported", **kw)
+
+
 def test_load_missing_study(tmp_path):
     with pytest.raises(ValueError, match="no study named"):
         pandora.Study.load("nope", f"sqlite:{tmp_path}/none.db")

@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 pub const MAX_STAGES: usize = 4;
 
 /// Largest number of fantasies per stage.
-pub const MAX_FANTASIES: usize = 8;
+pub const MAX_FANTASIES: usize = 64;
 
 /// Largest number of points (decision variables of `d` coordinates each) in a tree.
 pub const MAX_TREE_POINTS: usize = 128;
@@ -128,7 +128,9 @@ use super::cost::LogCostBatch;
 use super::fantasy_path::{PathScalar, budgeted_ei_path, condition_path};
 use super::{LogCost, OnModel, UnknownCost, UpperConfidenceBound};
 use crate::gp::{ExactGp, GpModel, PairPosterior, Posterior, PosteriorBatch};
+use crate::math::norm_ppf;
 use crate::optim::multistart::{MultiStartOptions, Objective, maximize, value_grad_or_nan};
+use crate::optim::sobol::Sobol;
 use num_dual::DualDVec64;
 use rand::{RngExt, SeedableRng};
 use rand_distr::{Distribution, StandardNormal};
@@ -353,9 +355,9 @@ impl<'a> NodeState<'a> {
 }
 
 /// Standard-normal base samples `(z_f, z_c)` of `m` fantasies: `(0, 0)` (the posterior-mean
-/// fantasy of the reference code) for `m = 1`, otherwise `m` fixed pseudo-random pairs from a
-/// generator seeded by the stage (the same at every node of a stage, as the reference's
-/// `collapse_fantasy_base_samples`; the reference uses scrambled-Sobol normals), centred so
+/// fantasy of the reference code) for `m = 1`, otherwise `Φ⁻¹` of `m` two-dimensional
+/// scrambled-Sobol points with a scramble seeded by the stage (the same at every node of a stage,
+/// as the reference's `collapse_fantasy_base_samples` with its `SobolQMCNormalSampler`), centred so
 /// that their mean is exactly 0.
 pub fn fantasy_base_samples(m: usize, stage: usize) -> Result<Vec<(f64, f64)>> {
     if m == 0 {
@@ -364,14 +366,11 @@ pub fn fantasy_base_samples(m: usize, stage: usize) -> Result<Vec<(f64, f64)>> {
     if m == 1 {
         return Ok(vec![(0.0, 0.0)]);
     }
-    let mut rng = Xoshiro256PlusPlus::seed_from_u64(0x626d_7365_6900 + stage as u64);
-    let mut z: Vec<(f64, f64)> = (0..m)
-        .map(|_| {
-            (
-                StandardNormal.sample(&mut rng),
-                StandardNormal.sample(&mut rng),
-            )
-        })
+    let u = Sobol::scrambled(2, 0x626d_7365_6900 + stage as u64)?.points(m)?;
+    let z_of = |p: f64| norm_ppf(p.clamp(1e-12, 1.0 - 1e-12));
+    let mut z: Vec<(f64, f64)> = u
+        .chunks_exact(2)
+        .map(|p| (z_of(p[0]), z_of(p[1])))
         .collect();
     let (a, b) = z.iter().fold((0.0, 0.0), |(a, b), p| (a + p.0, b + p.1));
     for p in &mut z {

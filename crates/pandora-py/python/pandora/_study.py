@@ -180,6 +180,9 @@ class Study:
         lambda0: float = 0.1,
         decay: float = 2.0,
         beta: Optional[float] = None,
+        tree: Optional[Sequence[int]] = None,
+        refill: Optional[bool] = None,
+        warm_start: Optional[bool] = None,
         count_initial: bool = True,
         cost_offset: float = 1.0,
         cost_slope: float = 20.0,
@@ -231,6 +234,12 @@ class Study:
             initial_design: size of the initial Sobol design (default ``2 (d + 1)``).
             lam: fixed λ of ``pbgi``. lambda0, decay: PBGI-D's initial λ and its divisor.
             beta: fixed UCB β (default: the GP-UCB schedule).
+            tree: ``b_ms_ei``'s and ``ms_ei``'s scenario tree, fantasies per look-ahead stage
+                (default ``[1, 1, 1]``, the 4-step path; ``[4, 4, 2]`` is the paper's tree).
+            refill: ``b_ms_ei`` only: the refill rule for the suggested budget (default
+                ``True``; ``False`` recomputes it by an EI-PUC-CC rollout at every ask).
+            warm_start: ``b_ms_ei``, ``ms_ei``: start each tree maximization from perturbations
+                of the previous ask's trees (default ``True``).
             count_initial: whether the initial design's cost counts toward the budget.
             command: optionally the objective command of the configuration (so that
                 ``pandora run`` can evaluate trials too); see docs/python.md.
@@ -275,6 +284,16 @@ class Study:
         }
         if stopping_table is not None:
             config["policy"]["stopping"] = stopping_table
+        if tree is not None:
+            if isinstance(tree, (str, bytes)) or not all(
+                    isinstance(k, int) and not isinstance(k, bool) for k in tree):
+                raise ValueError(f"tree must be a sequence of positive integers, got {tree!r}")
+            config["policy"]["tree"] = [int(k) for k in tree]
+        for key, value in (("refill", refill), ("warm_start", warm_start)):
+            if value is not None:
+                if not isinstance(value, bool):
+                    raise ValueError(f"{key} must be True or False, got {value!r}")
+                config["policy"][key] = value
         if cost == "known":
             config["cost"]["formula"] = "linear_mean"
         return cls(NativeStudy.open(json.dumps(config)))
