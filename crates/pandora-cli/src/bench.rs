@@ -310,7 +310,7 @@ fn lookahead(want: &dyn Fn(&str) -> bool, quick: bool, reps: usize, threads: usi
         let trees: &[&[usize]] = if quick {
             &[&[1]]
         } else {
-            &[&[1, 1, 1], &[4, 4, 2]]
+            &[&[1], &[32], &[1, 1, 1], &[4, 4, 2]]
         };
         for stages in trees {
             let tree = FantasyTree::new(stages).map_err(e)?;
