@@ -629,6 +629,8 @@ fn setting_summary(title: String, policies: &[String], recs: &[&RunRecord]) -> P
         problem: title,
         grid,
         empirical_reference: false,
+        optimum_missed: 0,
+        instances: recs.len(),
         policies,
         incomplete: 0,
     }

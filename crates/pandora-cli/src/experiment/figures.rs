@@ -243,6 +243,8 @@ mod tests {
             problem: "toy".into(),
             grid: (0..values.len()).map(|i| i as f64).collect(),
             empirical_reference: false,
+            optimum_missed: 0,
+            instances: 1,
             policies: vec![PolicySummary {
                 policy: "pbgi".into(),
                 stats: values.iter().map(|v| stats(v)).collect(),
