@@ -6,14 +6,17 @@
 //! functions ([`costs`]); Bayesian-regret GP prior samples ([`gp_sample`]); the PBGI paper's 1-D
 //! counterexamples ([`counterexamples`]); Pest Control ([`pest`]); the online-LDA surrogate
 //! ([`lda`]); the cost-varying-subsets surrogates ([`cvs`]); robot pushing on the rapier2d
-//! physics engine ([`robot`]). Everything is built by name with [`build`]; `docs/problems.md` documents every
-//! problem, cost, option and deviation from the reference code.
+//! physics engine ([`robot`]); gym's Lunar Lander on the same engine, flown by the 12-weight
+//! heuristic controller ([`lunar`]). Everything is built by name with [`build`];
+//! `docs/problems.md` documents every problem, cost, option and deviation from the reference
+//! code.
 
 pub mod costs;
 pub mod counterexamples;
 pub mod cvs;
 pub mod gp_sample;
 pub mod lda;
+pub mod lunar;
 pub mod pest;
 pub mod problem;
 pub mod robot;

@@ -12,6 +12,7 @@ use crate::costs::{Bump, Cosine, CostFn, Linear, Uniform};
 use crate::counterexamples::{AmplitudeScaling, Counterexample, Variant};
 use crate::gp_sample::{GpSample, GpSampleSpec};
 use crate::lda::Lda;
+use crate::lunar::LunarLanderProblem;
 use crate::pest::PestControl;
 use crate::robot::{RobotCost, RobotPush};
 use crate::synthetic::Function;
@@ -110,7 +111,7 @@ pub struct ProblemSpec {
 }
 
 /// Objective names accepted by [`build`].
-pub const OBJECTIVES: [&str; 17] = [
+pub const OBJECTIVES: [&str; 18] = [
     "ackley",
     "levy",
     "rosenbrock",
@@ -128,6 +129,7 @@ pub const OBJECTIVES: [&str; 17] = [
     "robot_push_3d",
     "robot_push_4d",
     "robot_push_14d",
+    "lunar_lander",
 ];
 
 /// Cost names accepted by [`build`].
@@ -159,6 +161,7 @@ enum Objective {
     Pest(PestControl),
     Lda(Arc<Lda>),
     Robot(Arc<RobotPush>),
+    Lunar(Arc<LunarLanderProblem>),
 }
 
 impl Objective {
@@ -170,6 +173,7 @@ impl Objective {
             Self::Pest(p) => p.eval(x),
             Self::Lda(l) => l.eval(x),
             Self::Robot(r) => r.eval(x),
+            Self::Lunar(l) => l.eval(x),
         }
     }
 
@@ -178,7 +182,7 @@ impl Objective {
             Self::Synthetic(f) => Some(f.optimum()),
             Self::GpSample(g) => Some(g.optimum()),
             Self::Counterexample(c) => Some(c.optimum()),
-            Self::Pest(_) | Self::Robot(_) => None,
+            Self::Pest(_) | Self::Robot(_) | Self::Lunar(_) => None,
             Self::Lda(l) => Some(l.optimum()),
         }
     }
@@ -188,7 +192,7 @@ impl Objective {
             Self::Synthetic(f) => Some(f.argmax(d)),
             Self::GpSample(g) => Some(g.argmax().to_vec()),
             Self::Counterexample(c) => Some(vec![c.argmax()]),
-            Self::Pest(_) | Self::Robot(_) => None,
+            Self::Pest(_) | Self::Robot(_) | Self::Lunar(_) => None,
             Self::Lda(l) => Some(l.argmax().to_vec()),
         }
     }
@@ -231,6 +235,22 @@ impl CostFn for RobotNativeCost {
     }
     fn cost_grad(&self, x: &[f64], grad: &mut [f64]) -> f64 {
         self.0.cost_grad(x, grad)
+    }
+}
+
+/// Lunar Lander's own cost: mean steps per episode / 16, simulated with the objective. It is
+/// piecewise constant in `x` (step counts are integers), so its gradient is zero almost
+/// everywhere: policies should treat it as unknown (as the PBGI paper does).
+#[derive(Debug)]
+struct LunarNativeCost(Arc<LunarLanderProblem>);
+
+impl CostFn for LunarNativeCost {
+    fn cost(&self, x: &[f64]) -> f64 {
+        self.0.cost(x)
+    }
+    fn cost_grad(&self, x: &[f64], grad: &mut [f64]) -> f64 {
+        grad.fill(0.0);
+        self.0.cost(x)
     }
 }
 
@@ -343,6 +363,7 @@ pub fn build(spec: &ProblemSpec) -> Result<Box<dyn Problem>, ProblemError> {
         "lda" => vec!["surrogate"],
         "robot_push_3d" => vec!["goal_seed", "cost_epsilon"],
         "robot_push_14d" => vec!["cost_type"],
+        "lunar_lander" => vec!["episodes", "max_steps"],
         _ => vec![],
     };
     if spec.cost == "cosine" {
@@ -447,6 +468,12 @@ pub fn build(spec: &ProblemSpec) -> Result<Box<dyn Problem>, ProblemError> {
                 };
                 Objective::Robot(Arc::new(RobotPush::push14(cost)?))
             }
+            "lunar_lander" => {
+                need_dim(12)?;
+                let episodes = opt(spec, "episodes", crate::lunar::DEFAULT_EPISODES)?;
+                let max_steps = opt(spec, "max_steps", crate::lunar::DEFAULT_MAX_STEPS)?;
+                Objective::Lunar(Arc::new(LunarLanderProblem::new(episodes, max_steps)?))
+            }
             _ => {
                 return err(format!(
                     "unknown objective {name:?}; known: {}",
@@ -501,9 +528,10 @@ pub fn build(spec: &ProblemSpec) -> Result<Box<dyn Problem>, ProblemError> {
             Objective::Pest(p) => Box::new(PestPrice(p.clone())),
             Objective::Lda(l) => Box::new(LdaCost(Arc::clone(l))),
             Objective::Robot(r) => Box::new(RobotNativeCost(Arc::clone(r))),
+            Objective::Lunar(l) => Box::new(LunarNativeCost(Arc::clone(l))),
             _ => {
                 return err(format!(
-                    "{name} has no native cost (native costs: counterexample_* bump, pest_control price, lda training time, robot_push_* duration or distance)"
+                    "{name} has no native cost (native costs: counterexample_* bump, pest_control price, lda training time, robot_push_* duration or distance, lunar_lander mean steps / 16)"
                 ));
             }
         },
@@ -588,8 +616,8 @@ mod registry_tests {
     #[test]
     fn every_objective_builds_with_every_supported_cost() {
         for name in names() {
-            if name.starts_with("robot_push") {
-                continue; // simulated: covered by `robot_problems_round_trip` below
+            if name.starts_with("robot_push") || name == "lunar_lander" {
+                continue; // simulated: covered by the round-trip tests below
             }
             let d = default_dim(name);
             let mut spec_gp = spec(name, d, "uniform");
@@ -746,6 +774,56 @@ mod registry_tests {
                 .eval(&x4)
                 .is_nan()
         );
+    }
+
+    /// Lunar Lander builds by name (d = 12) with its native or a uniform cost, agrees bitwise
+    /// with the direct construction, parses and validates its options, and reports no optimum.
+    #[test]
+    fn lunar_lander_round_trip() {
+        use crate::lunar::{COST_DIVISOR, GYM_HEURISTIC_WEIGHTS, LunarLanderProblem};
+        let x = GYM_HEURISTIC_WEIGHTS;
+        let mut s = spec("lunar_lander", 12, "native");
+        s.options.insert("episodes".into(), "3".into());
+        s.options.insert("max_steps".into(), " 400".into());
+        let p = build(&s).unwrap();
+        let direct = LunarLanderProblem::new(3, 400).unwrap();
+        assert_eq!(p.eval(&x).to_bits(), direct.eval(&x).to_bits());
+        assert_eq!(p.cost(&x).to_bits(), direct.cost(&x).to_bits());
+        assert_eq!((p.optimum(), p.argmax(), p.dim()), (None, None, 12));
+        assert_eq!(p.name(), "lunar_lander");
+        assert!(!p.uniform_cost());
+        let c = p.cost(&x);
+        assert!(c > 0.0 && c <= 400.0 / COST_DIVISOR, "{c}");
+        let mut g = vec![1.0; 12];
+        assert_eq!(p.cost_grad(&x, &mut g).to_bits(), c.to_bits());
+        assert!(g.iter().all(|v| *v == 0.0));
+        let mut u = s.clone();
+        u.cost = "uniform".into();
+        let u = build(&u).unwrap();
+        assert!(u.uniform_cost() && u.cost(&x) == 1.0);
+        assert_eq!(u.eval(&x).to_bits(), direct.eval(&x).to_bits());
+        assert!(names().contains(&"lunar_lander"));
+        // Defaults: the paper's 50 episodes of at most 5000 steps (built, not evaluated here).
+        assert!(build(&spec("lunar_lander", 12, "native")).is_ok());
+        // Errors: dimension, options, costs that need a maximizer.
+        let e = build(&spec("lunar_lander", 11, "native")).err().unwrap();
+        assert!(e.0.contains("dim = 12"), "{e}");
+        for (k, v, needle) in [
+            ("episodes", "0", "episodes"),
+            ("max_steps", "0", "max_steps"),
+            ("max_steps", "abc", "max_steps"),
+            ("episodes", "-1", "episodes"),
+            ("seed", "1", "unknown option"),
+        ] {
+            let mut s = spec("lunar_lander", 12, "native");
+            s.options.insert(k.into(), v.into());
+            let e = build(&s).err().expect("invalid option");
+            assert!(e.0.contains(needle), "{k} = {v}: {e}");
+        }
+        assert!(build(&spec("lunar_lander", 12, "periodic")).is_err());
+        assert!(build(&spec("lunar_lander", 12, "cosine")).is_err());
+        // Wrong-length inputs give NaN.
+        assert!(p.eval(&x[..11]).is_nan() && p.cost(&x[..11]).is_nan());
     }
 
     #[test]
