@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import numbers
 import os
 import socket
 import time
@@ -286,7 +287,7 @@ class Study:
             config["policy"]["stopping"] = stopping_table
         if tree is not None:
             if isinstance(tree, (str, bytes)) or not all(
-                    isinstance(k, int) and not isinstance(k, bool) for k in tree):
+                    isinstance(k, numbers.Integral) and not isinstance(k, bool) for k in tree):
                 raise ValueError(f"tree must be a sequence of positive integers, got {tree!r}")
             config["policy"]["tree"] = [int(k) for k in tree]
         for key, value in (("refill", refill), ("warm_start", warm_start)):
