@@ -135,8 +135,8 @@ def test_b_ms_ei_tree_refill_and_warm_start(tmp_path):
     url = f"sqlite:{tmp_path}/l.db"
     s = pandora.Study.create("l", url, space={"a": (0.0, 1.0), "b": (0.0, 1.0)},
                              acquisition="b_ms_ei", cost="reported", budget=8.0,
-                             initial_design=3, tree=(np.int64(2), 1), refill=False, warm_start=False,
-                             seed=1)
+                             initial_design=3, tree=(np.int64(2), 1), refill=False,
+                             warm_start=False, seed=1)
     assert s.config["policy"]["tree"] == [2, 1]
     assert s.config["policy"]["refill"] is False and s.config["policy"]["warm_start"] is False
     phases = []
