@@ -192,6 +192,26 @@ const LEG_MOTOR_SPEED: f64 = 0.3;
 const LEG_LIMIT_NEAR: f64 = 0.4;
 /// Joint-angle limit of a leg nearer to the folded pose (rad; sign `−i`).
 const LEG_LIMIT_FAR: f64 = 0.9;
+/// A collider with Box2D's contact conventions: friction mixed as `sqrt(f₁·f₂)` (rapier's
+/// `Multiply` rule on square roots), no restitution, a [`POLYGON_RADIUS`] skin, and collisions
+/// only between `group` and `filter`.
+fn box2d_contacts(
+    b: ColliderBuilder,
+    friction: f64,
+    group: Group,
+    filter: Group,
+) -> ColliderBuilder {
+    b.friction(friction.sqrt())
+        .friction_combine_rule(CoefficientCombineRule::Multiply)
+        .restitution(0.0)
+        .contact_skin(POLYGON_RADIUS)
+        .collision_groups(InteractionGroups::new(
+            group,
+            filter,
+            InteractionTestMode::And,
+        ))
+}
+
 /// Collision group of the terrain.
 const GROUND_GROUP: Group = Group::GROUP_1;
 /// Collision group of the lander's hull (collides with the ground only).
@@ -387,16 +407,12 @@ impl LunarLander {
         let all = Group::ALL;
         let ground = world.insert_body(RigidBodyBuilder::fixed());
         let segment = |a: [f64; 2], b: [f64; 2], friction: f64| {
-            ColliderBuilder::segment(Vector::new(a[0], a[1]), Vector::new(b[0], b[1]))
-                .friction(friction.sqrt())
-                .friction_combine_rule(CoefficientCombineRule::Multiply)
-                .restitution(0.0)
-                .contact_skin(POLYGON_RADIUS)
-                .collision_groups(InteractionGroups::new(
-                    GROUND_GROUP,
-                    all,
-                    InteractionTestMode::And,
-                ))
+            box2d_contacts(
+                ColliderBuilder::segment(Vector::new(a[0], a[1]), Vector::new(b[0], b[1])),
+                friction,
+                GROUND_GROUP,
+                all,
+            )
         };
         let mut ground_colliders = vec![
             world.insert_collider(segment([0.0, 0.0], [w, 0.0], FLOOR_FRICTION), Some(ground)),
@@ -411,18 +427,13 @@ impl LunarLander {
             .iter()
             .map(|p| Vector::new(p[0] / SCALE, p[1] / SCALE))
             .collect();
-        let hull = ColliderBuilder::convex_polyline(hull)
-            .expect("gym's lander polygon is convex")
-            .density(LANDER_DENSITY)
-            .friction(LANDER_FRICTION.sqrt())
-            .friction_combine_rule(CoefficientCombineRule::Multiply)
-            .restitution(0.0)
-            .contact_skin(POLYGON_RADIUS)
-            .collision_groups(InteractionGroups::new(
-                LANDER_GROUP,
-                GROUND_GROUP,
-                InteractionTestMode::And,
-            ));
+        let hull = box2d_contacts(
+            ColliderBuilder::convex_polyline(hull).expect("gym's lander polygon is convex"),
+            LANDER_FRICTION,
+            LANDER_GROUP,
+            GROUND_GROUP,
+        )
+        .density(LANDER_DENSITY);
         let body = |p: Vector, angle: f64| {
             RigidBodyBuilder::dynamic()
                 .translation(p)
@@ -447,17 +458,13 @@ impl LunarLander {
                 anchor.x * cos - anchor.y * sin,
                 anchor.x * sin + anchor.y * cos,
             );
-            let leg = ColliderBuilder::cuboid(LEG_W / SCALE, LEG_H / SCALE)
-                .density(LEG_DENSITY)
-                .friction(LEG_FRICTION.sqrt())
-                .friction_combine_rule(CoefficientCombineRule::Multiply)
-                .restitution(0.0)
-                .contact_skin(POLYGON_RADIUS)
-                .collision_groups(InteractionGroups::new(
-                    LEG_GROUP,
-                    GROUND_GROUP,
-                    InteractionTestMode::And,
-                ));
+            let leg = box2d_contacts(
+                ColliderBuilder::cuboid(LEG_W / SCALE, LEG_H / SCALE),
+                LEG_FRICTION,
+                LEG_GROUP,
+                GROUND_GROUP,
+            )
+            .density(LEG_DENSITY);
             let (handle, collider) = world.insert(body(start - rotated, angle), leg);
             // gym's joint angle (leg angle − lander angle) is limited to [0.4, 0.9] for i = −1
             // and [−0.9, −0.4] for i = +1. A multibody joint's coordinate starts at 0, so the
