@@ -628,7 +628,7 @@ fn setting_summary(title: String, policies: &[String], recs: &[&RunRecord]) -> P
     ProblemSummary {
         problem: title,
         grid,
-        empirical_reference: false,
+        reference: crate::experiment::summary::Reference::Optimum,
         optimum_missed: 0,
         instances: recs.len(),
         policies,

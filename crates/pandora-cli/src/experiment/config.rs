@@ -125,6 +125,12 @@ pub struct ProblemConfig {
     pub initial_points: Option<Vec<Vec<f64>>>,
     /// Factor applied to regret (e.g. 100 for Levy to report the unscaled function's regret).
     pub regret_scale: Option<f64>,
+    /// The value summaries measure regret against, instead of the optimum (or the best value
+    /// observed when the optimum is unknown): e.g. 0 for robot pushing, whose objective is minus
+    /// the distance to the goal, so that regret is that distance. Only summaries read it, so
+    /// it is not part of a run's settings and changing it keeps the traces.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub regret_reference: Option<f64>,
     /// Problem-specific options passed to the problem registry (e.g. `kernel`, `lengthscale` of
     /// `gp_sample`), written as a TOML table.
     #[serde(default)]
@@ -575,6 +581,9 @@ impl ExperimentFile {
             if !(regret_scale.is_finite() && regret_scale > 0.0) {
                 bail!("problem '{label}': regret_scale must be finite and > 0");
             }
+            if p.regret_reference.is_some_and(|r| !r.is_finite()) {
+                bail!("problem '{label}': regret_reference must be finite");
+            }
             let resolved = ResolvedProblem {
                 label,
                 cost_setting,
@@ -721,8 +730,11 @@ impl Plan {
             "policy": self.policies[r.policy],
             "seed": r.seed,
         });
-        // Only what the run records: the replay settings (λ, rule thresholds) can change
-        // without invalidating traces.
+        // Only what the run records: the replay settings (λ, rule thresholds) and the summaries'
+        // regret reference can change without invalidating traces.
+        if let Some(c) = v["problem"]["config"].as_object_mut() {
+            c.remove("regret_reference");
+        }
         if let Some(s) = &self.stopping {
             v["stopping_statistics"] = serde_json::json!(s.statistics);
         }
@@ -782,6 +794,31 @@ lambda = 1e-4
         let bad = BASE.replace("dim = 3", "dim = 3\noptions = { kernel = \"rbf\" }");
         let e = parse(&bad).unwrap().resolve(false).unwrap_err();
         assert!(format!("{e:#}").contains("kernel"), "{e:#}");
+    }
+
+    #[test]
+    fn regret_reference_is_checked_and_kept_out_of_run_settings() {
+        let plan = parse(BASE).unwrap().resolve(false).unwrap();
+        let with = BASE.replace("dim = 3", "dim = 3\nregret_reference = 0.0");
+        let plan_ref = parse(&with).unwrap().resolve(false).unwrap();
+        assert_eq!(plan_ref.problems[0].config.regret_reference, Some(0.0));
+        // Traces written without the reference are reused with it (and the other way round).
+        let r = plan.runs()[0];
+        assert_eq!(plan.run_settings(&r), plan_ref.run_settings(&r));
+        // ... but the plan written next to the traces keeps it for `summarize`.
+        let json = serde_json::to_string(&plan_ref).unwrap();
+        let back: Plan = serde_json::from_str(&json).unwrap();
+        assert_eq!(back.problems[0].config.regret_reference, Some(0.0));
+        // A real setting still changes the run settings.
+        let other = BASE.replace("dim = 3", "dim = 3\nregret_scale = 2.0");
+        let plan_other = parse(&other).unwrap().resolve(false).unwrap();
+        assert_ne!(plan.run_settings(&r), plan_other.run_settings(&r));
+        let bad = BASE.replace("dim = 3", "dim = 3\nregret_reference = nan");
+        let e = parse(&bad).unwrap().resolve(false).unwrap_err();
+        assert!(
+            format!("{e:#}").contains("regret_reference must be finite"),
+            "{e:#}"
+        );
     }
 
     #[test]

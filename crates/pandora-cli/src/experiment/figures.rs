@@ -10,7 +10,7 @@
 
 use super::config::{Plan, file_component};
 use super::stopping::{Evaluation, StoppingPlan};
-use super::summary::{ProblemSummary, Stats};
+use super::summary::{ProblemSummary, Reference, Stats};
 use crate::plot::{Figure, Legend, Panel, Series, Style, render};
 use anyhow::Result;
 use std::path::{Path, PathBuf};
@@ -46,10 +46,10 @@ impl Statistic {
 }
 
 fn y_label(s: &ProblemSummary) -> String {
-    if s.empirical_reference {
-        "regret (vs best observed)".into()
-    } else {
-        "simple regret".into()
+    match s.reference {
+        Reference::Optimum => "simple regret".into(),
+        Reference::BestObserved => "regret (vs best observed)".into(),
+        Reference::Given(r) => format!("regret (vs {r})"),
     }
 }
 
@@ -242,7 +242,7 @@ mod tests {
         ProblemSummary {
             problem: "toy".into(),
             grid: (0..values.len()).map(|i| i as f64).collect(),
-            empirical_reference: false,
+            reference: Reference::Optimum,
             optimum_missed: 0,
             instances: 1,
             policies: vec![PolicySummary {

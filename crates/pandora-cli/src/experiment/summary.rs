@@ -13,7 +13,7 @@
 //! of that problem instance (same problem and instance seed): a searched optimum can miss the
 //! maximum (see [`references`]).
 
-use super::config::{Interpolation, Plan, file_component};
+use super::config::{Interpolation, Plan, ResolvedProblem, file_component};
 use super::trace::{self, Trace};
 use anyhow::{Context, Result, bail};
 use std::collections::BTreeMap;
@@ -118,6 +118,17 @@ pub struct PolicySummary {
     pub mean_seconds_per_step: f64,
 }
 
+/// What a problem's regret is measured against.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Reference {
+    /// The optimum (or the best value observed when a run exceeded it; see [`references`]).
+    Optimum,
+    /// The best value observed in any run of the instance (the optimum is unknown).
+    BestObserved,
+    /// The problem's `regret_reference` from the configuration.
+    Given(f64),
+}
+
 /// The summary of one problem.
 #[derive(Debug, Clone)]
 pub struct ProblemSummary {
@@ -125,10 +136,11 @@ pub struct ProblemSummary {
     pub problem: String,
     /// The cost grid.
     pub grid: Vec<f64>,
-    /// Whether regret is against the empirical best (the optimum is unknown).
-    pub empirical_reference: bool,
-    /// Instances (of `instances`) whose known optimum some run exceeded: the optimum search
-    /// missed the maximum, and regret there is against the best value observed.
+    /// What regret is measured against.
+    pub reference: Reference,
+    /// Instances (of `instances`) whose known optimum (or given reference) some run exceeded:
+    /// the optimum search missed the maximum, and regret there is against the best value
+    /// observed (with a given reference, regret is negative there).
     pub optimum_missed: usize,
     /// Instance seeds with traces.
     pub instances: usize,
@@ -177,14 +189,23 @@ pub fn references(mine: &[&Trace]) -> BTreeMap<u64, f64> {
     reference
 }
 
-/// The instance seeds of a problem's traces whose known optimum some run has exceeded (the
-/// optimum search missed the maximum; see [`references`]).
-pub fn optimum_exceeded(mine: &[&Trace]) -> Vec<u64> {
+/// The regret reference of every instance seed of `prob`'s traces `mine`: its configured
+/// `regret_reference` when it has one, else [`references`].
+pub fn problem_references(prob: &ResolvedProblem, mine: &[&Trace]) -> BTreeMap<u64, f64> {
+    match prob.config.regret_reference {
+        Some(r) => mine.iter().map(|t| (t.header.problem_seed, r)).collect(),
+        None => references(mine),
+    }
+}
+
+/// The instance seeds of a problem's traces whose known optimum (or `given` reference) some run
+/// has exceeded (the optimum search missed the maximum; see [`references`]).
+pub fn optimum_exceeded(mine: &[&Trace], given: Option<f64>) -> Vec<u64> {
     let mut seeds: Vec<u64> = mine
         .iter()
         .filter(|t| {
-            t.header
-                .optimum
+            given
+                .or(t.header.optimum)
                 .zip(t.steps.last())
                 .is_some_and(|(o, s)| s.best > o)
         })
@@ -203,9 +224,14 @@ pub fn summarize(plan: &Plan, traces: &[Trace]) -> Vec<ProblemSummary> {
             .iter()
             .filter(|t| t.header.problem == prob.label)
             .collect();
-        let reference = references(&mine);
-        let empirical_reference = mine.iter().any(|t| t.header.optimum.is_none());
-        let optimum_missed = optimum_exceeded(&mine).len();
+        let reference = problem_references(prob, &mine);
+        let given = prob.config.regret_reference;
+        let kind = match given {
+            Some(r) => Reference::Given(r),
+            None if mine.iter().any(|t| t.header.optimum.is_none()) => Reference::BestObserved,
+            None => Reference::Optimum,
+        };
+        let optimum_missed = optimum_exceeded(&mine, given).len();
         let complete: Vec<&Trace> = mine
             .iter()
             .copied()
@@ -269,7 +295,7 @@ pub fn summarize(plan: &Plan, traces: &[Trace]) -> Vec<ProblemSummary> {
         out.push(ProblemSummary {
             problem: prob.label.clone(),
             grid,
-            empirical_reference,
+            reference: kind,
             optimum_missed,
             instances: reference.len(),
             policies,
@@ -366,13 +392,20 @@ pub fn table(all: &[ProblemSummary]) -> String {
             out,
             "== {} — regret{}: median [q25, q75] at cumulative cost; mean ± 2 s.e. at the end",
             s.problem,
-            if s.empirical_reference {
-                " (against the best value seen in any run)"
-            } else {
-                ""
+            match s.reference {
+                Reference::Optimum => String::new(),
+                Reference::BestObserved => " (against the best value seen in any run)".into(),
+                Reference::Given(r) => format!(" (against the configured reference {r})"),
             }
         );
-        if s.optimum_missed > 0 {
+        if let (Reference::Given(_), true) = (s.reference, s.optimum_missed > 0) {
+            let _ = writeln!(
+                out,
+                "   ({} of {} instances: a run observed more than the reference; regret there is \
+                 negative)",
+                s.optimum_missed, s.instances
+            );
+        } else if s.optimum_missed > 0 {
             let _ = writeln!(
                 out,
                 "   ({} of {} instances: a run observed more than the searched optimum; regret \
@@ -455,7 +488,7 @@ pub fn write_summary(dir: &Path) -> Result<String> {
                 .iter()
                 .filter(|t| t.header.problem == prob.label)
                 .collect();
-            for (seed, r) in references(&mine) {
+            for (seed, r) in problem_references(prob, &mine) {
                 refs.insert((prob.label.clone(), seed), r);
             }
         }
@@ -579,7 +612,7 @@ mod tests {
             trace("random", 1, None, &[-6.0, -5.0, -5.0]),
         ];
         let s = summarize(&plan, &traces);
-        assert!(s[0].empirical_reference);
+        assert_eq!(s[0].reference, Reference::BestObserved);
         let random = &s[0].policies[0];
         let log_ei = &s[0].policies[1];
         // Final regrets ×10: random 10·(−1 − (−3)) = 20 and 10·(−5 − (−5)) = 0; log_ei 0.
@@ -600,11 +633,27 @@ mod tests {
             trace("random", 1, Some(-4.5), &[-6.0, -5.0, -5.0]),
         ];
         let s = summarize(&plan, &traces);
-        assert!(!s[0].empirical_reference);
+        assert_eq!(s[0].reference, Reference::Optimum);
         assert_eq!((s[0].optimum_missed, s[0].instances), (1, 2));
         // Final regrets ×10: random 10·(−1 − (−3)) = 20 and 10·(−4.5 − (−5)) = 5; log_ei 0.
         assert_eq!(s[0].policies[0].stats[2].mean, 12.5);
         assert_eq!(s[0].policies[1].stats[2].mean, 0.0);
         assert!(table(&s).contains("1 of 2 instances: a run observed more than the searched"));
+
+        // A configured reference replaces both, for every instance: −2 (exceeded on instance 0).
+        let mut plan = plan;
+        plan.problems[0].config.regret_reference = Some(-2.0);
+        let s = summarize(&plan, &traces);
+        assert_eq!(s[0].reference, Reference::Given(-2.0));
+        assert_eq!((s[0].optimum_missed, s[0].instances), (1, 2));
+        // Final regrets ×10: random 10·(−2 − (−3)) = 10 and 10·(−2 − (−5)) = 30; log_ei −10.
+        assert_eq!(s[0].policies[0].stats[2].mean, 20.0);
+        assert_eq!(s[0].policies[1].stats[2].mean, -10.0);
+        let text = table(&s);
+        assert!(
+            text.contains("against the configured reference -2"),
+            "{text}"
+        );
+        assert!(text.contains("1 of 2 instances: a run observed more than the reference"));
     }
 }
