@@ -935,16 +935,24 @@ fn fmt(v: f64) -> String {
     super::summary::fmt_number(v, 2)
 }
 
-/// A text table per problem and λ: rules × policies, cells `mean R ± s.e. (mean stop, never
-/// fired)`.
-pub fn table(plan: &Plan, sp: &StoppingPlan, rows: &[GroupRow]) -> String {
-    let mut out = String::new();
+/// One problem × λ of the stopping tables: rules × policies.
+struct StopGrid<'a> {
+    problem: &'a str,
+    lambda: f64,
+    /// Policy labels (columns).
+    cols: Vec<&'a str>,
+    /// Per rule (the configured rules, then the two oracles), the row of each column.
+    cells: Vec<(String, Vec<Option<&'a GroupRow>>)>,
+}
+
+fn stop_grids<'a>(plan: &'a Plan, sp: &StoppingPlan, rows: &'a [GroupRow]) -> Vec<StopGrid<'a>> {
     let mut rules: Vec<String> = sp.rules.iter().map(|r| r.label.clone()).collect();
     rules.push("hindsight".into());
     rules.push("best-fixed".into());
+    let mut out = Vec::new();
     for prob in &plan.problems {
         for &lambda in &sp.lambdas {
-            let cols: Vec<&ResolvedPolicy> = plan
+            let cols: Vec<&str> = plan
                 .policies
                 .iter()
                 .filter(|p| {
@@ -952,47 +960,125 @@ pub fn table(plan: &Plan, sp: &StoppingPlan, rows: &[GroupRow]) -> String {
                         r.problem == prob.label && r.policy == p.label && r.lambda == lambda
                     })
                 })
+                .map(|p| p.label.as_str())
                 .collect();
             if cols.is_empty() {
                 continue;
             }
-            let _ = writeln!(
-                out,
-                "== {} — λ = {lambda}: mean cost-adjusted regret ± s.e. (mean stop; runs never \
-                 fired)",
-                prob.label
-            );
-            let mut head = format!("{:<26}", "rule");
-            for p in &cols {
-                head += &format!(" {:>34}", p.label);
-            }
-            let _ = writeln!(out, "{head}");
-            for rule in &rules {
-                let mut line = format!("{rule:<26}");
-                for p in &cols {
-                    let cell = rows
+            let cells = rules
+                .iter()
+                .map(|rule| {
+                    let row = cols
                         .iter()
-                        .find(|r| {
-                            r.problem == prob.label
-                                && r.policy == p.label
-                                && r.lambda == lambda
-                                && &r.rule == rule
+                        .map(|&p| {
+                            rows.iter().find(|r| {
+                                r.problem == prob.label
+                                    && r.policy == p
+                                    && r.lambda == lambda
+                                    && &r.rule == rule
+                            })
                         })
-                        .map_or("-".to_string(), |r| {
-                            format!(
-                                "{} ± {} ({:.1}; {})",
-                                fmt(r.mean_r),
-                                fmt(r.se_r),
-                                r.mean_stop,
-                                r.never_fired
-                            )
-                        });
-                    line += &format!(" {cell:>34}");
-                }
-                let _ = writeln!(out, "{line}");
-            }
-            out.push('\n');
+                        .collect();
+                    (rule.clone(), row)
+                })
+                .collect();
+            out.push(StopGrid {
+                problem: &prob.label,
+                lambda,
+                cols,
+                cells,
+            });
         }
+    }
+    out
+}
+
+/// A text table per problem and λ: rules × policies, cells `mean R ± s.e. (mean stop, never
+/// fired)`.
+pub fn table(plan: &Plan, sp: &StoppingPlan, rows: &[GroupRow]) -> String {
+    let mut out = String::new();
+    for g in stop_grids(plan, sp, rows) {
+        let _ = writeln!(
+            out,
+            "== {} — λ = {}: mean cost-adjusted regret ± s.e. (mean stop; runs never fired)",
+            g.problem, g.lambda
+        );
+        let mut head = format!("{:<26}", "rule");
+        for p in &g.cols {
+            head += &format!(" {p:>34}");
+        }
+        let _ = writeln!(out, "{head}");
+        for (rule, row) in &g.cells {
+            let mut line = format!("{rule:<26}");
+            for cell in row {
+                let cell = cell.map_or("-".to_string(), |r| {
+                    format!(
+                        "{} ± {} ({:.1}; {})",
+                        fmt(r.mean_r),
+                        fmt(r.se_r),
+                        r.mean_stop,
+                        r.never_fired
+                    )
+                });
+                line += &format!(" {cell:>34}");
+            }
+            let _ = writeln!(out, "{line}");
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// The same tables in markdown (for `summary/summary.md`), with the standard error doubled
+/// (mean ± 2 s.e., as the regret tables) and, in each policy's column, the rule with the lowest
+/// mean `R` in bold (the two oracles, `hindsight` and `best-fixed`, are not candidates).
+pub fn markdown(plan: &Plan, sp: &StoppingPlan, rows: &[GroupRow]) -> String {
+    use super::summary::fmt_sig3;
+    let mut out = String::new();
+    for g in stop_grids(plan, sp, rows) {
+        let _ = writeln!(
+            out,
+            "### {}, λ = {}: mean cost-adjusted regret ± 2 s.e. (mean stop; runs never fired of \
+             n)\n",
+            g.problem, g.lambda
+        );
+        let cols: Vec<String> = g.cols.iter().map(|c| c.replace('|', "\\|")).collect();
+        let _ = writeln!(out, "| rule | {} |", cols.join(" | "));
+        let _ = writeln!(out, "|---|{}", "---|".repeat(g.cols.len()));
+        let best: Vec<Option<f64>> = (0..g.cols.len())
+            .map(|j| {
+                g.cells
+                    .iter()
+                    .filter(|(rule, _)| rule != "hindsight" && rule != "best-fixed")
+                    .filter_map(|(_, row)| row[j].map(|r| r.mean_r))
+                    .filter(|v| v.is_finite())
+                    .reduce(f64::min)
+            })
+            .collect();
+        for (rule, row) in &g.cells {
+            let mut line = format!("| {rule} |");
+            for (j, cell) in row.iter().enumerate() {
+                let text = cell.map_or("–".to_string(), |r| {
+                    let t = format!(
+                        "{} ± {} ({:.1}; {} of {})",
+                        fmt_sig3(r.mean_r),
+                        fmt_sig3(2.0 * r.se_r),
+                        r.mean_stop,
+                        r.never_fired,
+                        r.n
+                    );
+                    let oracle = rule == "hindsight" || rule == "best-fixed";
+                    if !oracle && best[j] == Some(r.mean_r) {
+                        format!("**{t}**")
+                    } else {
+                        t
+                    }
+                });
+                line += &format!(" {text} |");
+            }
+            let _ = writeln!(out, "{line}");
+        }
+        out.push('\n');
     }
     out
 }
@@ -1320,6 +1406,23 @@ rules = [
                 .starts_with("ackley-d1-uniform,log_ei,0,pbgi,0.1,3,true,4,")
         );
         assert!(table(&plan, &sp, &groups).contains("pbgi-debounced"));
+        // Markdown: mean ± 2 s.e.; in each column the best rule (oracles excluded) in bold.
+        let md = markdown(&plan, &sp, &groups);
+        let ucb_cell = "1.80 ± 1.00 (2.0; 0 of 2)";
+        assert!(md.contains(ucb_cell), "{md}");
+        assert!(!md.contains("| hindsight | **") && !md.contains("| best-fixed | **"));
+        for block in md.split("### ").skip(1) {
+            let best = groups
+                .iter()
+                .filter(|r| r.policy == "log_ei" && block.contains(&format!("λ = {}:", r.lambda)))
+                .filter(|r| r.rule != "hindsight" && r.rule != "best-fixed")
+                .map(|r| r.mean_r)
+                .fold(f64::INFINITY, f64::min);
+            let bold = block.lines().filter(|l| l.contains("| **")).count();
+            assert!(bold >= 1, "{block}");
+            let bold_line = block.lines().find(|l| l.contains("| **")).unwrap();
+            assert!(bold_line.contains(&format!("**{} ±", super::super::summary::fmt_sig3(best))));
+        }
         // The figure: the fixed-iteration curve and a marker per rule at (mean stop, mean R).
         let fig = super::super::figures::stopping_figure(&plan, &sp, &ev, "ackley-d1-uniform", 0.1);
         assert_eq!(fig.panels.len(), 1, "only log_ei has runs");

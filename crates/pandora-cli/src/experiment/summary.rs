@@ -381,6 +381,78 @@ pub fn fmt_number(v: f64, exp_digits: usize) -> String {
     }
 }
 
+/// A number for a markdown table: 3 significant digits, scientific below 1e-3 and from 1e5 on.
+pub fn fmt_sig3(v: f64) -> String {
+    if v == 0.0 || !v.is_finite() {
+        return format!("{v}");
+    }
+    // The decimal exponent after rounding to 3 digits (0.99999 is 1.00e0, not 9.99e-1).
+    let sci = format!("{v:.2e}");
+    let exp: i32 = sci
+        .rsplit_once('e')
+        .and_then(|(_, e)| e.parse().ok())
+        .unwrap_or(0);
+    if !(-3..5).contains(&exp) {
+        return sci;
+    }
+    let decimals = (2 - exp).max(0) as usize;
+    format!("{v:.decimals$}")
+}
+
+fn reference_phrase(r: Reference) -> String {
+    match r {
+        Reference::Optimum => String::new(),
+        Reference::BestObserved => " (against the best value seen in any run)".into(),
+        Reference::Given(r) => format!(" (against the configured reference {r})"),
+    }
+}
+
+/// Markdown tables of the final regret: per problem, one row per policy with the median
+/// [q25, q75], the mean ± 2 s.e., the mean number of evaluations and the mean seconds per BO
+/// step (written to `summary/summary.md`).
+pub fn markdown(all: &[ProblemSummary]) -> String {
+    let mut out = String::new();
+    for s in all {
+        if s.policies.is_empty() {
+            continue;
+        }
+        let horizon = s.grid.last().copied().unwrap_or(0.0);
+        let _ = writeln!(
+            out,
+            "### {}: regret{} at cumulative cost {}\n",
+            s.problem,
+            reference_phrase(s.reference),
+            fmt_sig3(horizon)
+        );
+        out.push_str(
+            "| policy | runs | median [q25, q75] | mean ± 2 s.e. | evaluations (mean) | s per BO step |\n\
+             |---|---|---|---|---|---|\n",
+        );
+        for p in &s.policies {
+            let st = p.stats.last().expect("a non-empty grid");
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} [{}, {}] | {} ± {} | {:.1} | {} |",
+                p.policy.replace('|', "\\|"),
+                st.n,
+                fmt_sig3(st.median),
+                fmt_sig3(st.q25),
+                fmt_sig3(st.q75),
+                fmt_sig3(st.mean),
+                fmt_sig3(st.se2),
+                p.mean_evaluations,
+                if p.mean_seconds_per_step.is_nan() {
+                    "–".to_string()
+                } else {
+                    fmt_sig3(p.mean_seconds_per_step)
+                }
+            );
+        }
+        out.push('\n');
+    }
+    out
+}
+
 /// A text table: per policy, median [q25, q75] at 25 %, 50 % and 100 % of the horizon, and the
 /// final mean ± 2 s.e.
 pub fn table(all: &[ProblemSummary]) -> String {
@@ -392,11 +464,7 @@ pub fn table(all: &[ProblemSummary]) -> String {
             out,
             "== {} — regret{}: median [q25, q75] at cumulative cost; mean ± 2 s.e. at the end",
             s.problem,
-            match s.reference {
-                Reference::Optimum => String::new(),
-                Reference::BestObserved => " (against the best value seen in any run)".into(),
-                Reference::Given(r) => format!(" (against the configured reference {r})"),
-            }
+            reference_phrase(s.reference)
         );
         if let (Reference::Given(_), true) = (s.reference, s.optimum_missed > 0) {
             let _ = writeln!(
@@ -481,6 +549,7 @@ pub fn write_summary(dir: &Path) -> Result<String> {
     std::fs::write(sdir.join("final.csv"), final_csv(&all))?;
     super::figures::write_figures(&sdir, &all)?;
     let mut text = table(&all);
+    let mut md = markdown(&all);
     if let Some(sp) = &plan.stopping {
         let mut refs = BTreeMap::new();
         for prob in &plan.problems {
@@ -503,6 +572,7 @@ pub fn write_summary(dir: &Path) -> Result<String> {
         )?;
         super::figures::write_stopping_figures(&sdir, &plan, sp, &ev)?;
         text += &super::stopping::table(&plan, sp, &ev.groups);
+        md += &super::stopping::markdown(&plan, sp, &ev.groups);
         if ev.incomplete > 0 {
             text += &format!(
                 "({} incomplete run(s) left out of the stopping evaluation)\n",
@@ -510,6 +580,7 @@ pub fn write_summary(dir: &Path) -> Result<String> {
             );
         }
     }
+    std::fs::write(sdir.join("summary.md"), md)?;
     Ok(text)
 }
 
@@ -527,6 +598,28 @@ mod tests {
         assert!((s.se2 - 2.0 * se).abs() < 1e-12);
         let one = stats(&[5.0]);
         assert_eq!((one.median, one.q25, one.se2), (5.0, 5.0, 0.0));
+    }
+
+    #[test]
+    fn markdown_numbers_have_three_significant_digits() {
+        let cases = [
+            (0.04512, "0.0451"),
+            (3.584, "3.58"),
+            (12.5, "12.5"),
+            (1234.4, "1234"),
+            (1e-4, "1.00e-4"),
+            (2.5e5, "2.50e5"),
+            (-0.5, "-0.500"),
+            (0.0, "0"),
+            (f64::INFINITY, "inf"),
+            (0.99999999, "1.00"),
+            (0.0009996, "0.00100"),
+            (0.00099, "9.90e-4"),
+            (99999.0, "1.00e5"),
+        ];
+        for (v, s) in cases {
+            assert_eq!(fmt_sig3(v), s, "{v}");
+        }
     }
 
     #[test]
@@ -639,6 +732,15 @@ mod tests {
         assert_eq!(s[0].policies[0].stats[2].mean, 12.5);
         assert_eq!(s[0].policies[1].stats[2].mean, 0.0);
         assert!(table(&s).contains("1 of 2 instances: a run observed more than the searched"));
+        // Markdown: random's final regrets are 20 and 5 (median 12.5, mean 12.5, sd 10.6, so
+        // 2 s.e. = 15); no BO steps, so no seconds per step.
+        let md = markdown(&s);
+        assert!(
+            md.contains("### ackley-d1-uniform: regret at cumulative cost 2.00"),
+            "{md}"
+        );
+        assert!(md.contains("| random | 2 | 12.5 [8.75, "), "{md}");
+        assert!(md.contains("] | 12.5 ± 15.0 | 3.0 | – |"), "{md}");
 
         // A configured reference replaces both, for every instance: −2 (exceeded on instance 0).
         let mut plan = plan;
