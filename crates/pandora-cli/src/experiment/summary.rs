@@ -11,7 +11,11 @@
 //! Regret is `regret_scale · (reference − best)`, where the reference is the larger of the
 //! problem's optimum (when known) and the best value observed across every run (complete or not)
 //! of that problem instance (same problem and instance seed): a searched optimum can miss the
-//! maximum (see [`references`]).
+//! maximum (see [`references`]). A problem's `regret_reference` replaces both for every instance
+//! (see [`problem_references`]).
+//!
+//! [`write_summary`] writes the CSVs, the figures and `summary.md` (markdown tables, see
+//! [`markdown`]).
 
 use super::config::{Interpolation, Plan, ResolvedProblem, file_component};
 use super::trace::{self, Trace};
