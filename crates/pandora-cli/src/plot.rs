@@ -327,6 +327,25 @@ fn format_tick(v: f64) -> String {
     }
 }
 
+/// A tick of a logarithmic axis: the ticks sit at powers of 10 that are not round numbers
+/// (10^4.5 = 31622.77), so they are shown to 3 significant digits ("3.16e4" → "31600", "63.1").
+fn format_log_tick(v: f64) -> String {
+    if v == 0.0 || !v.is_finite() {
+        return format!("{v}");
+    }
+    let sci = format!("{v:.2e}");
+    let exp: i32 = sci
+        .rsplit_once('e')
+        .and_then(|(_, e)| e.parse().ok())
+        .unwrap_or(0);
+    if !(-3..5).contains(&exp) {
+        return sci;
+    }
+    // The value rounded to 3 significant digits, printed without spurious digits.
+    let rounded: f64 = sci.parse().unwrap_or(v);
+    format_tick(rounded)
+}
+
 fn draw_panel<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
     panel: &Panel,
@@ -366,7 +385,7 @@ fn draw_panel<DB: DrawingBackend>(
         .build_cartesian_2d(x0..x1, y0..y1)?;
     let y_fmt = |v: &f64| {
         if log_y {
-            format_tick(10f64.powf(*v))
+            format_log_tick(10f64.powf(*v))
         } else {
             format_tick(*v)
         }
@@ -571,5 +590,19 @@ mod tests {
         assert_eq!(padded(2.0, 2.0, 0.1), (1.9, 2.1));
         assert_eq!(format_tick(0.25), "0.25");
         assert_eq!(format_tick(1e-6), "1.00e-6");
+        // Log-axis ticks: 3 significant digits.
+        let cases = [
+            (10f64.powf(4.5), "31600"),
+            (10f64.powf(1.8), "63.1"),
+            (10f64.powf(0.5), "3.16"),
+            (10f64.powf(-1.5), "0.0316"),
+            (10f64.powf(5.5), "3.16e5"),
+            (10f64.powf(-3.5), "3.16e-4"),
+            (100.0, "100"),
+            (0.999999, "1"),
+        ];
+        for (v, s) in cases {
+            assert_eq!(format_log_tick(v), s, "{v}");
+        }
     }
 }
