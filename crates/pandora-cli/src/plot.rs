@@ -327,17 +327,25 @@ fn format_tick(v: f64) -> String {
     }
 }
 
+/// `v` rounded to 3 significant digits in scientific notation ("3.16e4") and the decimal exponent
+/// after rounding (0.99999 gives "1.00e0" and 0, not −1). Shared by the tick labels and the
+/// markdown tables of the experiment summaries.
+pub fn sci3(v: f64) -> (String, i32) {
+    let sci = format!("{v:.2e}");
+    let exp = sci
+        .rsplit_once('e')
+        .and_then(|(_, e)| e.parse().ok())
+        .unwrap_or(0);
+    (sci, exp)
+}
+
 /// A tick of a logarithmic axis: the ticks sit at powers of 10 that are not round numbers
 /// (10^4.5 = 31622.77), so they are shown to 3 significant digits ("3.16e4" → "31600", "63.1").
 fn format_log_tick(v: f64) -> String {
     if v == 0.0 || !v.is_finite() {
         return format!("{v}");
     }
-    let sci = format!("{v:.2e}");
-    let exp: i32 = sci
-        .rsplit_once('e')
-        .and_then(|(_, e)| e.parse().ok())
-        .unwrap_or(0);
+    let (sci, exp) = sci3(v);
     if !(-3..5).contains(&exp) {
         return sci;
     }

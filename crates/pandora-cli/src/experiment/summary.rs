@@ -390,12 +390,7 @@ pub fn fmt_sig3(v: f64) -> String {
     if v == 0.0 || !v.is_finite() {
         return format!("{v}");
     }
-    // The decimal exponent after rounding to 3 digits (0.99999 is 1.00e0, not 9.99e-1).
-    let sci = format!("{v:.2e}");
-    let exp: i32 = sci
-        .rsplit_once('e')
-        .and_then(|(_, e)| e.parse().ok())
-        .unwrap_or(0);
+    let (sci, exp) = crate::plot::sci3(v);
     if !(-3..5).contains(&exp) {
         return sci;
     }
