@@ -138,7 +138,7 @@ impl Progress {
                 eprintln!(
                     "[{worker}] trial {:>4} {:<7} {status}  cost {}  best {}  spent {budget}{}",
                     told.number,
-                    told.decision["phase"].as_str().unwrap_or("?"),
+                    told.decision.phase.name(),
                     fmt_opt(told.cost),
                     fmt_opt(s.best.as_ref().and_then(|b| b.objective)),
                     s.lambda.map_or(String::new(), |l| format!("  λ {l:.3e}")),
@@ -175,6 +175,7 @@ mod tests {
             lambda: Some(0.025),
             stopping: None,
             stop_reason: None,
+            finished: None,
         }
     }
 

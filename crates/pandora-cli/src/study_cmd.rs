@@ -481,7 +481,7 @@ fn summary_text(name: &str, budget: Option<f64>, s: &pandora_study::Summary) -> 
         ));
     }
     if let Some(r) = &s.stop_reason {
-        out.push_str(&format!("stopped: {r}\n"));
+        out.push_str(&format!("finished: {r}\n"));
     }
     out
 }
@@ -496,15 +496,15 @@ pub fn ask(target: &Target, worker: Option<&str>) -> Result<()> {
     match study.ask(&w).map_err(|e| anyhow!("{e}"))? {
         Ask::Trial(t) => {
             let mut out = json!({"number": t.number, "params": t.params});
-            if let Some(c) = t.decision.get("cvs") {
+            if let Some(c) = t.decision.cvs() {
                 // The control set: which parameters to set, which are left to chance (their
                 // realized values go to `pandora tell --random NAME=VALUE`), and the cost.
                 out["control_set"] = json!({
-                    "index": c["control_set"],
-                    "name": c["name"],
-                    "controlled": c["controlled"],
-                    "random": c["random"],
-                    "cost": c["cost"],
+                    "index": c.control_set,
+                    "name": c.name,
+                    "controlled": c.controlled,
+                    "random": c.random,
+                    "cost": c.cost,
                 });
             }
             println!("{out}")
@@ -679,23 +679,15 @@ pub fn export(target: &Target, format: &str) -> Result<()> {
                     t.worker.clone().unwrap_or_default(),
                     format!("{}", t.created_at),
                     num(t.finished_at),
-                    t.decision["phase"].as_str().unwrap_or("").to_string(),
-                    num(t.decision["acquisition_value"].as_f64()),
-                    num(t.decision["lambda"].as_f64()),
+                    t.decision.phase.name().to_string(),
+                    num(t.decision.acquisition_value),
+                    num(t.decision.lambda),
                     t.error.clone().unwrap_or_default(),
                 ];
                 if cvs {
-                    let c = &t.decision["cvs"];
-                    row.push(
-                        c["control_set"]
-                            .as_u64()
-                            .map_or(String::new(), |i| i.to_string()),
-                    );
-                    let random: Vec<&str> = c["random"]
-                        .as_array()
-                        .map(|a| a.iter().filter_map(|v| v.as_str()).collect())
-                        .unwrap_or_default();
-                    row.push(random.join(" "));
+                    let c = t.decision.cvs();
+                    row.push(c.map_or(String::new(), |c| c.control_set.to_string()));
+                    row.push(c.map_or(String::new(), |c| c.random.join(" ")));
                 }
                 for n in &names {
                     row.push(match &t.params[n] {

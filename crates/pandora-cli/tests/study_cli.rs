@@ -304,7 +304,8 @@ fn status_shows_the_stopping_statistic_and_the_reason() {
     assert!(text.contains(&format!("{complete} complete")), "{text}");
     assert!(text.contains("threshold 0.0000"), "{text}");
     assert!(text.contains("(fired)"), "{text}");
-    assert!(text.contains(&format!("stopped: {reason}")), "{text}");
+    assert!(reason.starts_with("stopping rule fired: "), "{reason}");
+    assert!(text.contains(&format!("finished: {reason}")), "{text}");
 
     let (code, _, err) = pandora(dir.path(), &["status", "s.toml", "--format", "yaml"]);
     assert_eq!(code, 2, "{err}");

@@ -10,6 +10,8 @@
 //! - [`acquisition`]: acquisition functions with exact gradients (maximization convention).
 //! - [`optim`]: bounded L-BFGS-B, scrambled Sobol points and multi-start maximization on `[0,1]^d`.
 //! - [`policy`]: one BO step: initial design, fit, acquisition, maximization, proposal.
+//! - [`run`]: the typed records a BO loop keeps (decisions, study state), why it finished, and
+//!   PBGI-D's λ replayed from them.
 
 pub mod acquisition;
 pub mod cvs;
@@ -20,6 +22,7 @@ pub mod linalg;
 pub mod math;
 pub mod optim;
 pub mod policy;
+pub mod run;
 pub mod stopping;
 
 pub use error::{Error, Result};

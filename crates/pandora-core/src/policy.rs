@@ -473,15 +473,28 @@ pub struct History<'a> {
     pub pending: &'a [f64],
 }
 
-/// How the proposal was made.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// How the proposal was made (recorded as `"initial"`, `"random"` or `"model"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Phase {
     /// A point of the initial design.
+    #[serde(rename = "initial")]
     InitialDesign,
     /// A uniformly random point (`random` acquisition).
     Random,
     /// The maximizer of the acquisition on the fitted model.
     Model,
+}
+
+impl Phase {
+    /// The name recorded with decisions: `"initial"`, `"random"` or `"model"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::InitialDesign => "initial",
+            Phase::Random => "random",
+            Phase::Model => "model",
+        }
+    }
 }
 
 /// The outcome of a step.

@@ -13,13 +13,14 @@
 use crate::config::StudyConfig;
 use crate::error::{Error, Result};
 use crate::space::{Param, SearchSpace};
-use crate::study::{Finished, counts_toward_budget, params_to_json};
-use crate::trial::{NewTrial, Trial, TrialState};
+use crate::study::{Finished, counts_toward_budget, finish};
+use crate::trial::{Decided, NewTrial, Trial, TrialState};
 use pandora_core::cvs::policy::{Context, Decision, Phase, mix_seed};
 use pandora_core::cvs::{ControlSet, CvsProblem, Distribution, SetOptimizer, build_policy};
 use pandora_core::gp::fit::{FitOptions, NoiseSpec, fit};
 use pandora_core::gp::{ExactGp, GpParams, Kernel};
-use pandora_core::policy::design_point;
+use pandora_core::policy::{Phase as CorePhase, design_point};
+use pandora_core::run::record::{CvsRecord, DecisionRecord, HyperRecord, RecordKind, StudyState};
 use rand::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 use serde::{Deserialize, Serialize};
@@ -277,7 +278,7 @@ impl CvsSection {
     }
 }
 
-/// What a CVS trial's decision records (the `cvs` object of `Trial::decision`).
+/// What a CVS trial's decision records, in the terms `tell` needs.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CvsTrialInfo {
     /// Index of the control set.
@@ -291,21 +292,14 @@ pub struct CvsTrialInfo {
 }
 
 impl CvsTrialInfo {
-    /// Reads the `cvs` object of a trial's decision (`None` for other trials).
+    /// Reads a trial's CVS record (`None` for other trials).
     pub fn of(trial: &Trial) -> Option<Self> {
-        let c = trial.decision.get("cvs")?;
-        let names = |k: &str| -> Option<Vec<String>> {
-            c.get(k)?
-                .as_array()?
-                .iter()
-                .map(|v| v.as_str().map(str::to_string))
-                .collect()
-        };
+        let c = trial.decision.cvs()?;
         Some(Self {
-            set: c.get("control_set")?.as_u64()? as usize,
-            controlled: names("controlled")?,
-            random: names("random")?,
-            cost: c.get("cost")?.as_f64()?,
+            set: c.control_set,
+            controlled: c.controlled.clone(),
+            random: c.random.clone(),
+            cost: c.cost,
         })
     }
 }
@@ -416,16 +410,16 @@ pub fn draw_random(
     Ok(out)
 }
 
-fn phase_str(p: Option<Phase>) -> serde_json::Value {
-    match p {
-        Some(Phase::Explore(g)) => json!(format!("explore {g}")),
-        Some(Phase::Commit) => json!("commit"),
-        None => serde_json::Value::Null,
+/// ETC's phase as recorded: `"explore G"` (G the group being explored) or `"commit"`.
+fn phase_str(p: Option<Phase>) -> Option<String> {
+    match p? {
+        Phase::Explore(g) => Some(format!("explore {g}")),
+        Phase::Commit => Some("commit".to_string()),
     }
 }
 
-fn parse_phase(v: &serde_json::Value) -> Option<Phase> {
-    let s = v.as_str()?;
+/// Reads [`phase_str`] back.
+fn parse_phase(s: &str) -> Option<Phase> {
     if s == "commit" {
         return Some(Phase::Commit);
     }
@@ -467,8 +461,8 @@ pub(crate) fn decide(
     section: &CvsSection,
     space: &SearchSpace,
     trials: &[Trial],
-    state: &serde_json::Value,
-) -> Result<std::result::Result<(NewTrial, serde_json::Value), Finished>> {
+    mut state: StudyState,
+) -> Result<Decided> {
     let d = space.dim();
     let seed = config.policy.seed;
     let problem = section.problem(space, seed)?;
@@ -487,7 +481,7 @@ pub(crate) fn decide(
     if let Some(m) = config.budget.max_trials
         && trials.len() as u64 >= m
     {
-        return Ok(Err(Finished::MaxTrials(m)));
+        return Ok(finish(Finished::MaxTrials(m), state));
     }
     let remaining = config.budget.total.map_or(f64::INFINITY, |b| b - committed);
     let affordable: Vec<bool> = problem
@@ -500,7 +494,7 @@ pub(crate) fn decide(
         total: config.budget.total.unwrap_or(f64::INFINITY),
     };
     if !affordable.iter().any(|&a| a) {
-        return Ok(Err(budget_done()));
+        return Ok(finish(budget_done(), state));
     }
     // Complete trials at their realized points, in order.
     let mut x = Vec::new();
@@ -513,12 +507,8 @@ pub(crate) fn decide(
     }
     let n_init = section.initial_design;
     let k = trials.len() as u64;
-    let warm: Option<GpParams> = state.get("params").and_then(crate::study::params_from_json);
-    let mut new_state = match state {
-        serde_json::Value::Object(_) => state.clone(),
-        _ => json!({}),
-    };
-    let (decision, phase, params_json) = if trials.len() < n_init || y.len() < n_init {
+    let warm: Option<GpParams> = state.params.as_ref().and_then(HyperRecord::params);
+    let (decision, phase, params_record) = if trials.len() < n_init || y.len() < n_init {
         // Initial design: the cheapest affordable set (ties: the one controlling the most
         // parameters), its values from a scrambled Sobol design over all parameters.
         let set = (0..problem.num_sets())
@@ -540,10 +530,10 @@ pub(crate) fn decide(
             phase: None,
             lambda: None,
         };
-        (dec, "initial", serde_json::Value::Null)
+        (dec, CorePhase::InitialDesign, None)
     } else {
         let (mut gp, standardized) = fit_gp(&x, &y, d, warm.as_ref())?;
-        new_state["params"] = params_to_json(&standardized);
+        state.params = Some(HyperRecord::from(&standardized));
         let p = gp.params().clone();
         // Pending trials: at the distributions' means, at their posterior mean.
         let pending: Vec<f64> = trials
@@ -570,7 +560,7 @@ pub(crate) fn decide(
                 (TrialState::Complete, Some(o)) => config.study.direction.to_internal(o),
                 _ => continue,
             };
-            if t.decision["phase"] == "model"
+            if t.decision.phase == CorePhase::Model
                 && let Some(dec) = stored_decision(t, problem.num_sets())
             {
                 policy.replay(&dec, best, y_t);
@@ -588,7 +578,7 @@ pub(crate) fn decide(
             optimizer: &SetOptimizer::default(),
         };
         let dec = policy.select(&ctx)?;
-        (dec, "model", params_to_json(&p))
+        (dec, CorePhase::Model, Some(HyperRecord::from(&p)))
     };
     let set = &problem.sets()[decision.set];
     let names: Vec<String> = space.names().map(str::to_string).collect();
@@ -611,61 +601,61 @@ pub(crate) fn decide(
         params.insert(n.clone(), all[n].clone());
     }
     let finite = |v: f64| v.is_finite().then_some(v);
-    let cvs = json!({
-        "control_set": decision.set,
-        "name": section.control_sets[decision.set].name,
-        "controlled": controlled,
-        "random": random,
-        "cost": set.cost,
-        "x_ctrl": set.vars.iter().map(|&v| x_new[v]).collect::<Vec<f64>>(),
-        "score": finite(decision.scores[decision.set]),
-        "scores": decision.scores.iter().map(|&s| finite(s)).collect::<Vec<_>>(),
-        "epsilon": decision.epsilon,
-        "etc_phase": phase_str(decision.phase),
-        "lambda": decision.lambda,
-    });
-    let record = json!({
-        "phase": phase,
-        "acquisition": section.policy,
-        "acquisition_value": finite(decision.scores[decision.set]),
-        "lambda": decision.lambda,
-        "params": params_json,
-        "predicted_cost": set.cost,
-        "pending": trials.iter().filter(|t| t.state == TrialState::Running).count(),
-        "cvs": cvs,
-    });
-    Ok(Ok((
+    let cvs = CvsRecord {
+        control_set: decision.set,
+        name: section.control_sets[decision.set].name.clone(),
+        controlled,
+        random,
+        cost: set.cost,
+        x_ctrl: set.vars.iter().map(|&v| x_new[v]).collect(),
+        score: finite(decision.scores[decision.set]),
+        scores: decision.scores.iter().map(|&s| finite(s)).collect(),
+        epsilon: decision.epsilon,
+        etc_phase: phase_str(decision.phase),
+        lambda: decision.lambda,
+    };
+    let record = DecisionRecord {
+        phase,
+        acquisition: section.policy.clone(),
+        acquisition_value: finite(decision.scores[decision.set]),
+        lambda: decision.lambda,
+        params: params_record,
+        predicted_cost: Some(set.cost),
+        pending: trials
+            .iter()
+            .filter(|t| t.state == TrialState::Running)
+            .count(),
+        kind: RecordKind::Cvs { cvs },
+    };
+    // A trial is handed out: an earlier finish no longer applies.
+    state.finished = None;
+    Ok(Decided::Trial(
         NewTrial {
             params: serde_json::Value::Object(params),
             x: x_new,
             decision: record,
         },
-        new_state,
-    )))
+        state.to_json(),
+    ))
 }
 
 /// The decision of a stored model-phase trial, as [`pandora_core::cvs::CvsPolicy::replay`] needs
 /// it.
 fn stored_decision(t: &Trial, m: usize) -> Option<Decision> {
-    let c = t.decision.get("cvs")?;
-    let set = c.get("control_set")?.as_u64()? as usize;
+    let c = t.decision.cvs()?;
+    let set = c.control_set;
     if set >= m {
         return None;
     }
     let mut scores = vec![f64::NAN; m];
-    scores[set] = c.get("score").and_then(|v| v.as_f64()).unwrap_or(f64::NAN);
+    scores[set] = c.score.unwrap_or(f64::NAN);
     Some(Decision {
         set,
-        x_ctrl: c
-            .get("x_ctrl")?
-            .as_array()?
-            .iter()
-            .filter_map(|v| v.as_f64())
-            .collect(),
+        x_ctrl: c.x_ctrl.clone(),
         scores,
-        epsilon: c.get("epsilon").and_then(|v| v.as_f64()),
-        phase: parse_phase(&c["etc_phase"]),
-        lambda: c.get("lambda").and_then(|v| v.as_f64()),
+        epsilon: c.epsilon,
+        phase: c.etc_phase.as_deref().and_then(parse_phase),
+        lambda: c.lambda,
     })
 }
 

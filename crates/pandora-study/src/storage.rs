@@ -8,12 +8,11 @@ pub mod postgres;
 pub mod sqlite;
 
 use crate::error::{Error, Result};
-use crate::trial::{NewTrial, Outcome, Trial};
+use crate::trial::{Ask, Decided, Outcome, Trial};
 
 /// The decision callback of [`Storage::ask_with`]: given the study's trials and state, the next
-/// trial and the new state.
-pub type Decide<'a> =
-    dyn FnMut(&[Trial], &serde_json::Value) -> Result<(NewTrial, serde_json::Value)> + 'a;
+/// trial and the new state, or why there is none.
+pub type Decide<'a> = dyn FnMut(&[Trial], &serde_json::Value) -> Result<Decided> + 'a;
 
 /// Where studies live. Every method is atomic; a `tell` is durable when it returns.
 pub trait Storage: Send {
@@ -28,10 +27,12 @@ pub trait Storage: Send {
     fn studies(&mut self) -> Result<Vec<String>>;
 
     /// Atomically reads the study's trials and its state (a JSON value kept by the study, e.g.
-    /// PBGI-D's λ), lets `decide` choose the next trial and the new state, and inserts that trial
-    /// as running for `worker`. No other worker can interleave between the read and the insert,
-    /// so no two workers receive the same trial and each decision sees all pending trials.
-    fn ask_with(&mut self, study: &str, worker: &str, decide: &mut Decide<'_>) -> Result<Trial>;
+    /// the last fit's hyperparameters), lets `decide` choose the next trial and the new state,
+    /// and inserts that trial as running for `worker`; or, if `decide` finds the study finished,
+    /// stores the state it gives (if any) and inserts nothing. No other worker can interleave
+    /// between the read and the write, so no two workers receive the same trial and each
+    /// decision sees all pending trials.
+    fn ask_with(&mut self, study: &str, worker: &str, decide: &mut Decide<'_>) -> Result<Ask>;
 
     /// Atomically reads the study's state and, if `update` returns a new one, stores it (no trial
     /// is inserted); returns the state now stored. `update` returning `None` makes this a read.

@@ -2,70 +2,40 @@
 //!
 //! `ask` runs under the storage's lock: it reads every trial, conditions the model on the pending
 //! (running) ones, asks `pandora_core::policy` for the next point, snaps it to the search space and
-//! stores it as a running trial. `tell` records the outcome durably. PBGI-D's λ is not stored as
-//! mutable state: it is replayed from the completed trials (λ0 divided once for every model-phase
-//! trial whose index fell below the best value observed including that trial), so a study resumes
-//! exactly where it stopped.
+//! stores it as a running trial with its typed [`DecisionRecord`]; or it says why the study is
+//! finished ([`Finished`], a value, never an error). `tell` records the outcome durably. PBGI-D's
+//! λ is not stored as mutable state: it is replayed from the completed trials' records
+//! ([`pandora_core::run::replay_pbgi_d`]: λ0 divided once for every model-phase trial whose index
+//! fell below the best value observed including that trial), so a study resumes exactly where it
+//! stopped. What an ask carries to the next (the warm start, B-MS-EI's carry, the automatic λ,
+//! the stop) is the typed [`StudyState`].
 
 use crate::config::{CostKind, StudyConfig};
 use crate::error::{Error, Result};
 use crate::space::SearchSpace;
 use crate::storage::Storage;
-use crate::trial::{NewTrial, Outcome, Trial, TrialState};
+use crate::trial::{Decided, NewTrial, Outcome, Trial, TrialState};
 use pandora_core::acquisition::{AcquisitionName, AcquisitionParams, LinearMeanCost};
+use pandora_core::gp::GpParams;
 use pandora_core::gp::fit::{FitOptions, NoiseSpec};
-use pandora_core::gp::{GpParams, Kernel, KernelKind};
 use pandora_core::policy::{
     CostSetting, History, Phase, Proposal, StepConfig, StepContext, design_point, propose,
 };
+use pandora_core::run::record::{
+    AutoLambda, BmseiSummary, DecisionRecord, HyperRecord, RecordKind, StepRecord, StopRecord,
+    StoppingCheck, StudyState,
+};
+use pandora_core::run::{DecayStep, replay_pbgi_d};
 use pandora_core::stopping::budget::{
     UEstimatorOptions, UReference, estimate_u, lambda_from_budget,
 };
 use pandora_core::stopping::step::{models_from_proposal, supplied_from_proposal};
-use pandora_core::stopping::{CostInfo, Decision, Report, RunState, StoppingRule};
+use pandora_core::stopping::{CostInfo, Decision, RunState, StoppingRule};
+use serde::Deserialize;
 use serde_json::json;
 
-/// Why a study does not hand out another trial.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Finished {
-    /// The budget cannot pay for the next proposal.
-    Budget {
-        /// Cost spent so far (counted toward the budget).
-        spent: f64,
-        /// The total budget.
-        total: f64,
-    },
-    /// The configured number of trials is reached.
-    MaxTrials(u64),
-    /// The cost-aware stopping rule fired: more evaluations are not worth their cost.
-    Stopped {
-        /// The rule's name (`"pbgi"`).
-        rule: String,
-        /// Why, with the statistic and its threshold.
-        reason: String,
-    },
-}
-
-impl std::fmt::Display for Finished {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Finished::Budget { spent, total } => {
-                write!(f, "budget exhausted: spent {spent:.4} of {total:.4}")
-            }
-            Finished::MaxTrials(n) => write!(f, "reached max_trials = {n}"),
-            Finished::Stopped { reason, .. } => write!(f, "stopping rule fired: {reason}"),
-        }
-    }
-}
-
-/// The result of [`Study::ask`].
-#[derive(Debug, Clone, PartialEq)]
-pub enum Ask {
-    /// Evaluate this trial.
-    Trial(Box<Trial>),
-    /// The study is done.
-    Finished(Finished),
-}
+pub use crate::trial::Ask;
+pub use pandora_core::run::Finished;
 
 /// A summary of a study.
 #[derive(Debug, Clone, PartialEq)]
@@ -83,16 +53,22 @@ pub struct Summary {
     /// The stopping rule's last check (at the stop if it fired), if a rule is configured and has
     /// been checked.
     pub stopping: Option<StoppingStatus>,
-    /// Why the stopping rule stopped the study (`None` while it runs).
+    /// Why the study is finished, in words (`None` while it goes on): the [`Finished`] text,
+    /// e.g. `"budget exhausted: spent 149.2 of 150.0"` or `"stopping rule fired: pbgi: ..."`.
     pub stop_reason: Option<String>,
+    /// Why the study is finished: the stopping rule's stop, or the budget or `max_trials` that
+    /// ended the last ask (while the configuration still imposes it).
+    pub finished: Option<Finished>,
 }
 
 impl Summary {
     /// The summary as JSON, as `pandora status` prints it and the Python package reads it:
     /// `running`, `complete`, `failed`, `abandoned`, `total_cost`, `budget_spent`, `lambda`,
     /// `best` (`{number, objective, params}` or null), `stopping` (`{rule, lambda, statistic,
-    /// value, threshold, iteration, fired}` or null; a value not available yet is null) and
-    /// `stop_reason` (the stopping rule's reason, or null).
+    /// value, threshold, iteration, fired}` or null; a value not available yet is null),
+    /// `stop_reason` (why the study is finished, in words, or null) and `finished` (the same as
+    /// data: `{"budget": {spent, total}}`, `{"max_trials": N}`, `{"stopped": {rule, reason}}`,
+    /// or null).
     pub fn to_json(&self) -> serde_json::Value {
         let finite = |v: f64| v.is_finite().then_some(v);
         json!({
@@ -116,6 +92,7 @@ impl Summary {
                 "fired": st.fired,
             })),
             "stop_reason": self.stop_reason,
+            "finished": self.finished,
         })
     }
 }
@@ -138,6 +115,20 @@ pub struct StoppingStatus {
     pub iteration: usize,
     /// Whether the rule fired at this check.
     pub fired: bool,
+}
+
+impl From<&StoppingCheck> for StoppingStatus {
+    fn from(c: &StoppingCheck) -> Self {
+        Self {
+            rule: c.rule.clone(),
+            lambda: c.lambda,
+            statistic: c.statistic.clone().unwrap_or_default(),
+            value: c.value.unwrap_or(f64::NAN),
+            threshold: c.threshold.unwrap_or(f64::NAN),
+            iteration: c.iteration,
+            fired: c.fired,
+        }
+    }
 }
 
 /// A study bound to a storage.
@@ -284,315 +275,21 @@ impl Study {
     }
 
     /// Hands out the next trial to `worker`, or says why the study is finished.
+    ///
+    /// The decision runs under the storage's lock ([`Storage::ask_with`]): a `[cvs]` study's in
+    /// [`crate::cvs::decide`], every other study's in [`decide`].
     pub fn ask(&mut self, worker: &str) -> Result<Ask> {
-        if let Some(section) = self.config.cvs.clone() {
-            return self.ask_cvs(worker, &section);
-        }
         let name = self.config.study.name.clone();
         let step = self.step_config()?;
-        let d = self.space.dim();
-        let config = self.config.clone();
-        let space = self.space.clone();
-        let linear = LinearMeanCost {
-            offset: config.cost.offset,
-            slope: config.cost.slope,
-        };
-        let mut finished: Option<Finished> = None;
-        let mut stop_record: Option<serde_json::Value> = None;
-        let mut pending_stopping_state: Option<serde_json::Value> = None;
+        let (config, space) = (&self.config, &self.space);
         let mut decide = |trials: &[Trial], state: &serde_json::Value| {
-            let n_init = step.initial_design.unwrap_or(2 * (d + 1));
-            let mut x = Vec::new();
-            let mut y = Vec::new();
-            let mut c = Vec::new();
-            let mut pending = Vec::new();
-            let mut spent = 0.0;
-            for t in trials {
-                if counts_toward_budget(&config, t) {
-                    spent += t.cost.unwrap_or(0.0);
-                }
-                match t.state {
-                    TrialState::Complete => {
-                        let (Some(obj), Some(cost)) = (t.objective, t.cost) else {
-                            continue;
-                        };
-                        x.extend_from_slice(&t.x);
-                        y.push(config.study.direction.to_internal(obj));
-                        c.push(cost);
-                    }
-                    TrialState::Running => pending.extend_from_slice(&t.x),
-                    _ => {}
-                }
-            }
-            // Budget decisions count what running trials will cost when the cost is known, so
-            // parallel workers cannot overspend together.
-            let committed = spent
-                + trials
-                    .iter()
-                    .filter(|t| t.state == TrialState::Running && counts_toward_budget(&config, t))
-                    .filter_map(|t| known_cost(&config, &t.x))
-                    .sum::<f64>();
-            if let Some(stopped) = stored_stop(&config, state) {
-                finished = Some(stopped);
-                return Err(Error::invalid("study", "finished"));
-            }
-            if let Some(m) = config.budget.max_trials
-                && trials.len() as u64 >= m
-            {
-                finished = Some(Finished::MaxTrials(m));
-                return Err(Error::invalid("study", "finished"));
-            }
-            let lambda = replay_lambda(&config, trials, pbgi_d_start(&config, state));
-            let mut ctx = StepContext {
-                cumulative_cost: spent,
-                remaining_budget: config.budget.total.map(|b| b - spent),
-                total_budget: config.budget.total,
-                lambda,
-                // B-MS-EI's refill state and warm-start trees from the previous ask.
-                bmsei: state
-                    .get("bmsei")
-                    .and_then(|v| serde_json::from_value(v.clone()).ok()),
-            };
-            let cost = match config.cost.kind {
-                CostKind::Uniform => CostSetting::Uniform,
-                CostKind::Known => CostSetting::Known(&linear),
-                CostKind::Reported | CostKind::Runtime => {
-                    if y.is_empty() {
-                        CostSetting::Uniform
-                    } else {
-                        CostSetting::Unknown
-                    }
-                }
-            };
-            let warm: Option<GpParams> = state.get("params").and_then(params_from_json);
-            let history = History {
-                x: &x,
-                y: &y,
-                cost: &c,
-                pending: &pending,
-            };
-            // A different seed per trial, derived from the run's seed.
-            let seed =
-                config.policy.seed ^ (trials.len() as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-            // The initial design continues over pending (and failed) trials too: the k-th trial
-            // gets design point k until enough evaluations are complete to fit a model.
-            let mut prop = if trials.len() < n_init || y.len() < n_init {
-                Proposal {
-                    x: design_point(d, trials.len() as u64, step.design_seed)?,
-                    phase: Phase::InitialDesign,
-                    acquisition_value: f64::NAN,
-                    params: None,
-                    cost_params: None,
-                    lambda: None,
-                    predicted_cost: None,
-                    bmsei: None,
-                }
-            } else {
-                propose(d, history, &step, &ctx, cost, seed, warm.as_ref())?
-            };
-            // PBGI-D started from the automatic λ: at the first model step, fit, choose λ, and
-            // propose again from it.
-            let mut auto_record: Option<serde_json::Value> = None;
-            if let Some(sc) = &config.policy.stopping
-                && sc.start_pbgi_d
-                && prop.phase == Phase::Model
-                && pbgi_d_start(&config, state).is_none()
-                && let Some(models) = models_from_proposal(d, &history, &step, &prop)?
-            {
-                let (lam, rec) = auto_lambda(&models.model, sc, &config, spent, trials.len())?;
-                auto_record = Some(rec);
-                ctx.lambda = Some(lam);
-                prop = propose(d, history, &step, &ctx, cost, seed, warm.as_ref())?;
-            }
-            prop.x = space.snap(&prop.x);
-            if let (Some(total), Some(next)) = (config.budget.total, known_cost(&config, &prop.x)) {
-                let counts = config.budget.count_initial || prop.phase != Phase::InitialDesign;
-                if counts && committed + next > total * (1.0 + 1e-12) {
-                    finished = Some(Finished::Budget { spent, total });
-                    return Err(Error::invalid("study", "finished"));
-                }
-            }
-            // Unknown costs: propose only if the predicted cost fits (configurable).
-            if let (Some(total), Some(pc), CostKind::Reported | CostKind::Runtime) =
-                (config.budget.total, prop.predicted_cost, config.cost.kind)
-                && config.budget.predicted_cost_must_fit
-                && committed + pc > total
-            {
-                finished = Some(Finished::Budget { spent, total });
-                return Err(Error::invalid("study", "finished"));
-            }
-            if let Some(total) = config.budget.total
-                && committed >= total
-            {
-                finished = Some(Finished::Budget { spent, total });
-                return Err(Error::invalid("study", "finished"));
-            }
-            let phase = match prop.phase {
-                Phase::InitialDesign => "initial",
-                Phase::Random => "random",
-                Phase::Model => "model",
-            };
-            let acq_value = if prop.acquisition_value.is_finite() {
-                json!(prop.acquisition_value)
-            } else {
-                serde_json::Value::Null
-            };
-            // The stopping rule, on the posterior of all complete data (after-posterior-update
-            // semantics): if it fires, the proposal is discarded.
-            let mut stopping_state = auto_record.or_else(|| state.get("stopping").cloned());
-            let mut stopping_data = serde_json::Value::Null;
-            if let (Some(sc), Phase::Model) = (&config.policy.stopping, prop.phase)
-                && let Some(models) = models_from_proposal(d, &history, &step, &prop)?
-            {
-                let lambda = match sc.configured_lambda(&config) {
-                    Some(l) => l,
-                    None => match stopping_state.as_ref().and_then(|s| s["lambda"].as_f64()) {
-                        Some(l) => l,
-                        None => {
-                            // λ = U/(B − C), once, from the first model fit.
-                            let (lam, rec) =
-                                auto_lambda(&models.model, sc, &config, spent, trials.len())?;
-                            stopping_state = Some(rec);
-                            lam
-                        }
-                    },
-                };
-                let mut rule = sc.rule.build(Some(lambda))?;
-                replay_rule(rule.as_mut(), trials, lambda)?;
-                let unknown = models.cost_model.is_some();
-                let mut supplied =
-                    supplied_from_proposal(&step, &history, &prop, unknown, Some(lambda));
-                // Always the LogEIPC form, so every trial records the same statistic.
-                supplied.max_pbgi_index = None;
-                let cost_info = match (&models.cost_model, config.cost.kind) {
-                    (Some(cm), _) => CostInfo::Unknown(cm),
-                    (None, CostKind::Known) => CostInfo::Known(&linear),
-                    _ => CostInfo::Uniform,
-                };
-                let run = RunState {
-                    d,
-                    x: &x,
-                    y: &y,
-                    cost: &c,
-                    n_initial: n_init.min(y.len()),
-                    model: Some(&models.model),
-                    previous_model: None,
-                    cost_info,
-                    candidates: None,
-                    supplied,
-                    seed,
-                };
-                let dec = rule.check(&run)?;
-                stopping_data = report_json(dec.report(), lambda, dec.is_stop());
-                if let Decision::Stop { reason, report } = dec {
-                    stop_record = Some(json!({
-                        "rule": report.rule,
-                        "reason": reason,
-                        "config": serde_json::Value::from(sc.clone()),
-                        "check": stopping_data,
-                        "at_trial": trials.len(),
-                    }));
-                    finished = Some(Finished::Stopped {
-                        rule: report.rule.clone(),
-                        reason,
-                    });
-                    pending_stopping_state = stopping_state;
-                    return Err(Error::invalid("study", "finished"));
-                }
-            }
-            let decision = json!({
-                "phase": phase,
-                "acquisition": config.policy.acquisition,
-                "acquisition_value": acq_value,
-                "lambda": prop.lambda,
-                "params": prop.params.as_ref().map(params_to_json),
-                "cost_params": prop.cost_params.as_ref().map(params_to_json),
-                "predicted_cost": prop.predicted_cost.or(known_cost(&config, &prop.x)),
-                "pending": pending.len() / d.max(1),
-                "stopping": stopping_data,
-            });
-            let mut decision = decision;
-            if let Some(b) = &prop.bmsei {
-                decision["bmsei"] = json!({
-                    "suggested_budget": b.suggested_budget,
-                    "lower_bound": b.lower_bound,
-                });
-            }
-            let mut new_state = match state {
-                serde_json::Value::Object(_) => state.clone(),
-                _ => json!({}),
-            };
-            if let Some(p) = &prop.params {
-                new_state["params"] = params_to_json(p);
-            }
-            if let Some(b) = &prop.bmsei {
-                new_state["bmsei"] =
-                    serde_json::to_value(b).map_err(|e| Error::invalid("bmsei", e.to_string()))?;
-            }
-            // A stop of an earlier stopping config no longer applies once the study continues.
-            if let Some(m) = new_state.as_object_mut() {
-                m.remove("stopped");
-            }
-            if let Some(s) = stopping_state {
-                new_state["stopping"] = s;
-            }
-            Ok((
-                NewTrial {
-                    params: space.decode(&prop.x),
-                    x: prop.x,
-                    decision,
-                },
-                new_state,
-            ))
-        };
-        let result = self.storage.ask_with(&name, worker, &mut decide);
-        if let Some(record) = stop_record {
-            // Keep the stop (and an automatic λ) in the study state: a later ask or resume
-            // reports it without refitting.
-            self.storage.update_state(&name, &mut |state| {
-                let mut s = match state {
-                    serde_json::Value::Object(_) => state.clone(),
-                    _ => json!({}),
-                };
-                s["stopped"] = record.clone();
-                if let Some(l) = &pending_stopping_state {
-                    s["stopping"] = l.clone();
-                }
-                Ok(Some(s))
-            })?;
-        }
-        match result {
-            Ok(t) => Ok(Ask::Trial(Box::new(t))),
-            Err(e) => match finished {
-                Some(f) => Ok(Ask::Finished(f)),
-                None => Err(e),
-            },
-        }
-    }
-
-    /// [`Study::ask`] of a `[cvs]` study: a control set and values for its parameters.
-    fn ask_cvs(&mut self, worker: &str, section: &crate::cvs::CvsSection) -> Result<Ask> {
-        let name = self.config.study.name.clone();
-        let config = self.config.clone();
-        let space = self.space.clone();
-        let mut finished: Option<Finished> = None;
-        let mut decide = |trials: &[Trial], state: &serde_json::Value| match crate::cvs::decide(
-            &config, section, &space, trials, state,
-        )? {
-            Ok(next) => Ok(next),
-            Err(f) => {
-                finished = Some(f);
-                Err(Error::invalid("study", "finished"))
+            let state = StudyState::from_json(state)?;
+            match &config.cvs {
+                Some(section) => crate::cvs::decide(config, section, space, trials, state),
+                None => decide(config, space, &step, trials, state),
             }
         };
-        let result = self.storage.ask_with(&name, worker, &mut decide);
-        match result {
-            Ok(t) => Ok(Ask::Trial(Box::new(t))),
-            Err(e) => match finished {
-                Some(f) => Ok(Ask::Finished(f)),
-                None => Err(e),
-            },
-        }
+        self.storage.ask_with(&name, worker, &mut decide)
     }
 
     /// Records the outcome of trial `number`.
@@ -719,20 +416,18 @@ impl Study {
         let state = self
             .storage
             .update_state(&self.config.study.name, &mut |_| Ok(None))?;
+        let state = StudyState::from_json(&state)?;
         let stopped = stored_stop(&self.config, &state);
-        let last = match &stopped {
-            Some(_) => Some(&state["stopped"]["check"]),
-            None => trials
-                .iter()
-                .rev()
-                .map(|t| &t.decision["stopping"])
-                .find(|s| s.is_object()),
+        let last = match (&stopped, &state.stopped) {
+            (Some(_), Some(rec)) => Some(&rec.check),
+            _ => trials.iter().rev().find_map(|t| t.decision.stopping()),
         };
         let stopping = if self.config.policy.stopping.is_some() {
-            last.and_then(status_from_json)
+            last.map(StoppingStatus::from)
         } else {
             None
         };
+        let finished = stopped.or_else(|| still_finished(&self.config, &state));
         Ok(Summary {
             counts,
             total_cost,
@@ -740,50 +435,30 @@ impl Study {
             best,
             lambda: match &self.config.cvs {
                 // The Gittins policies record their λ with every decision.
-                Some(_) => trials
-                    .iter()
-                    .rev()
-                    .find_map(|t| t.decision["lambda"].as_f64()),
-                None => replay_lambda(&self.config, &trials, pbgi_d_start(&self.config, &state)),
+                Some(_) => trials.iter().rev().find_map(|t| t.decision.lambda),
+                None => replay_lambda(&self.config, &trials, pbgi_d_start(&self.config, &state))?,
             },
             stopping,
-            stop_reason: stopped.map(|f| match f {
-                Finished::Stopped { reason, .. } => reason,
-                other => other.to_string(),
-            }),
+            stop_reason: finished.as_ref().map(Finished::to_string),
+            finished,
         })
     }
 }
 
-/// GP hyperparameters as JSON (recorded with every decision; warm start of the next fit).
+/// GP hyperparameters as JSON, the form decisions and experiment traces record them in
+/// ([`HyperRecord`]).
 pub fn params_to_json(p: &GpParams) -> serde_json::Value {
-    json!({
-        "kernel": p.kernel.kind.name(),
-        "lengthscales": p.kernel.lengthscales,
-        "outputscale": p.kernel.outputscale,
-        "mean": p.mean,
-        "noise": p.noise,
-    })
+    serde_json::to_value(HyperRecord::from(p)).unwrap_or(serde_json::Value::Null)
 }
 
 /// Reads [`params_to_json`] back (None if anything is missing or invalid).
 pub fn params_from_json(v: &serde_json::Value) -> Option<GpParams> {
-    let kind = KernelKind::parse(v["kernel"].as_str()?).ok()?;
-    let ls: Vec<f64> = v["lengthscales"]
-        .as_array()?
-        .iter()
-        .map(|x| x.as_f64())
-        .collect::<Option<_>>()?;
-    Some(GpParams {
-        kernel: Kernel::new(kind, ls, v["outputscale"].as_f64()?).ok()?,
-        mean: v["mean"].as_f64()?,
-        noise: v["noise"].as_f64()?,
-    })
+    HyperRecord::deserialize(v).ok()?.params()
 }
 
 /// Whether a trial's cost is charged to the budget (the initial design's only if `count_initial`).
 pub(crate) fn counts_toward_budget(config: &StudyConfig, t: &Trial) -> bool {
-    config.budget.count_initial || t.decision["phase"] != "initial"
+    config.budget.count_initial || t.decision.phase != Phase::InitialDesign
 }
 
 fn known_cost(config: &StudyConfig, x: &[f64]) -> Option<f64> {
@@ -796,100 +471,72 @@ fn known_cost(config: &StudyConfig, x: &[f64]) -> Option<f64> {
     }
 }
 
-/// PBGI-D's λ replayed from the trials (see the module docs); the fixed λ for `pbgi`.
-fn replay_lambda(config: &StudyConfig, trials: &[Trial], start: Option<f64>) -> Option<f64> {
+/// PBGI-D's λ for the next step, replayed from the complete trials
+/// ([`pandora_core::run::replay_pbgi_d`]) from `start` (the automatic λ) or `lambda0`; the
+/// fixed λ for `pbgi`.
+fn replay_lambda(
+    config: &StudyConfig,
+    trials: &[Trial],
+    start: Option<f64>,
+) -> Result<Option<f64>> {
     match config.policy.acquisition.as_str() {
-        "pbgi" => config.policy.lambda,
+        "pbgi" => Ok(config.policy.lambda),
         "pbgi_d" => {
-            let mut lambda = start.unwrap_or(config.policy.lambda0);
-            let mut best = f64::NEG_INFINITY;
             let dir = config.study.direction;
-            for t in trials {
-                if let (TrialState::Complete, Some(v)) = (t.state, t.objective) {
-                    best = best.max(dir.to_internal(v));
-                    if t.decision["phase"] == "model"
-                        && let Some(g) = t.decision["acquisition_value"].as_f64()
-                        && g < best
-                    {
-                        lambda /= config.policy.decay;
-                    }
-                }
-            }
-            Some(lambda)
+            let steps = trials.iter().filter_map(|t| match (t.state, t.objective) {
+                (TrialState::Complete, Some(v)) => Some(DecayStep {
+                    phase: t.decision.phase,
+                    acquisition_value: t.decision.acquisition_value,
+                    y: dir.to_internal(v),
+                }),
+                _ => None,
+            });
+            let start = start.unwrap_or(config.policy.lambda0);
+            let mut decay = replay_pbgi_d(start, config.policy.decay, steps)?;
+            Ok(Some(decay.begin_iteration()))
         }
-        _ => None,
+        _ => Ok(None),
     }
-}
-
-/// A non-finite number as JSON `null`.
-fn finite_or_null(v: f64) -> serde_json::Value {
-    if v.is_finite() {
-        json!(v)
-    } else {
-        serde_json::Value::Null
-    }
-}
-
-/// The decision data of one stopping check: the headline statistic and its threshold, whether the
-/// rule fired, and the full report.
-fn report_json(r: &Report, lambda: f64, fired: bool) -> serde_json::Value {
-    let head = r.statistics.first();
-    let raw = r.statistics.iter().find(|s| s.name == "max_log_eipc");
-    json!({
-        "rule": r.rule,
-        "lambda": lambda,
-        "iteration": r.iteration,
-        "statistic": head.map(|s| s.name.clone()),
-        "value": head.map_or(serde_json::Value::Null, |s| finite_or_null(s.value)),
-        "threshold": head.map_or(serde_json::Value::Null, |s| finite_or_null(s.threshold)),
-        "max_log_eipc": raw.map_or(serde_json::Value::Null, |s| finite_or_null(s.value)),
-        "triggered": r.triggered,
-        "consecutive": r.consecutive,
-        "fired": fired,
-        "report": serde_json::to_value(r).unwrap_or(serde_json::Value::Null),
-    })
-}
-
-/// Reads [`report_json`] back for [`Summary`].
-fn status_from_json(v: &serde_json::Value) -> Option<StoppingStatus> {
-    Some(StoppingStatus {
-        rule: v["rule"].as_str()?.to_string(),
-        lambda: v["lambda"].as_f64()?,
-        statistic: v["statistic"].as_str().unwrap_or("").to_string(),
-        value: v["value"].as_f64().unwrap_or(f64::NAN),
-        threshold: v["threshold"].as_f64().unwrap_or(f64::NAN),
-        iteration: v["iteration"].as_u64().unwrap_or(0) as usize,
-        fired: v["fired"].as_bool().unwrap_or(false),
-    })
 }
 
 /// The stop recorded in the study state, if the configured stopping rule is still the one that
 /// fired (changing or removing `[policy] stopping` lets the study continue).
-fn stored_stop(config: &StudyConfig, state: &serde_json::Value) -> Option<Finished> {
-    let rec = state.get("stopped")?;
+fn stored_stop(config: &StudyConfig, state: &StudyState) -> Option<Finished> {
+    let rec = state.stopped.as_ref()?;
     let sc = config.policy.stopping.as_ref()?;
-    if rec["config"] != serde_json::Value::from(sc.clone()) {
+    if rec.config != serde_json::Value::from(sc.clone()) {
         return None;
     }
     Some(Finished::Stopped {
-        rule: rec["rule"].as_str().unwrap_or("pbgi").to_string(),
-        reason: rec["reason"].as_str().unwrap_or("").to_string(),
+        rule: rec.rule.clone(),
+        reason: rec.reason.clone(),
     })
+}
+
+/// The budget or `max_trials` finish recorded by the last ask, if the configuration still
+/// imposes it (raising the budget or `max_trials` lets the study continue).
+fn still_finished(config: &StudyConfig, state: &StudyState) -> Option<Finished> {
+    match state.finished.as_ref()? {
+        f @ Finished::Budget { total, .. } if config.budget.total == Some(*total) => {
+            Some(f.clone())
+        }
+        f @ Finished::MaxTrials(m) if config.budget.max_trials == Some(*m) => Some(f.clone()),
+        _ => None,
+    }
 }
 
 /// Feeds a fresh rule the statistics recorded on earlier trials at the same λ, so its moving
 /// window and debounce counter continue across asks (the rule is rebuilt on every ask).
 fn replay_rule(rule: &mut dyn StoppingRule, trials: &[Trial], lambda: f64) -> Result<()> {
-    for t in trials {
-        let s = &t.decision["stopping"];
-        if s["lambda"].as_f64() != Some(lambda) {
+    for check in trials.iter().filter_map(|t| t.decision.stopping()) {
+        if check.lambda != lambda {
             continue;
         }
-        let (Some(v), Some(it)) = (s["max_log_eipc"].as_f64(), s["iteration"].as_u64()) else {
+        let Some(v) = check.max_log_eipc else {
             continue;
         };
         // A stand-in run with the recorded iteration count; only the supplied value is used.
-        let zeros = vec![0.0; it as usize + 1];
+        let zeros = vec![0.0; check.iteration + 1];
         let mut run = RunState::new(1, &zeros, &zeros, &[], 1);
         run.supplied.max_log_eipc_exp = Some(v);
         rule.check(&run)?;
@@ -899,12 +546,12 @@ fn replay_rule(rule: &mut dyn StoppingRule, trials: &[Trial], lambda: f64) -> Re
 
 /// PBGI-D's starting λ when it starts from the automatic stopping λ (`start_pbgi_d = true`) and
 /// that λ has been chosen.
-fn pbgi_d_start(config: &StudyConfig, state: &serde_json::Value) -> Option<f64> {
+fn pbgi_d_start(config: &StudyConfig, state: &StudyState) -> Option<f64> {
     let sc = config.policy.stopping.as_ref()?;
     if !sc.start_pbgi_d {
         return None;
     }
-    state.get("stopping")?.get("lambda")?.as_f64()
+    state.stopping.as_ref().map(|a| a.lambda)
 }
 
 /// `λ = U/(B − C)` from the fitted model (prior paths, `u_samples` of them, the study's seed), with
@@ -915,7 +562,7 @@ fn auto_lambda(
     config: &StudyConfig,
     spent: f64,
     at_trial: usize,
-) -> Result<(f64, serde_json::Value)> {
+) -> Result<AutoLambda> {
     let total = config
         .budget
         .total
@@ -930,17 +577,336 @@ fn auto_lambda(
             ..UEstimatorOptions::default()
         },
     )?;
-    let lam = lambda_from_budget(est.u, total, spent)?;
-    Ok((
-        lam,
-        json!({
-            "lambda": lam,
-            "u": est.u,
-            "u_std_error": finite_or_null(est.std_error),
-            "u_samples": est.samples,
-            "budget": total,
-            "spent": spent,
-            "at_trial": at_trial,
+    let lambda = lambda_from_budget(est.u, total, spent)?;
+    Ok(AutoLambda {
+        lambda,
+        u: est.u,
+        u_std_error: est.std_error.is_finite().then_some(est.std_error),
+        u_samples: est.samples,
+        budget: total,
+        spent,
+        at_trial,
+    })
+}
+
+/// The trials so far, as a decision sees them.
+struct Tally {
+    /// Complete trials' points (row-major), objective values (maximized) and costs.
+    x: Vec<f64>,
+    y: Vec<f64>,
+    c: Vec<f64>,
+    /// Running trials' points.
+    pending: Vec<f64>,
+    /// Cost counted toward the budget so far.
+    spent: f64,
+    /// `spent` plus the known costs of the running trials that will count: parallel workers
+    /// cannot overspend together.
+    committed: f64,
+}
+
+impl Tally {
+    fn of(config: &StudyConfig, trials: &[Trial]) -> Self {
+        let mut t = Tally {
+            x: Vec::new(),
+            y: Vec::new(),
+            c: Vec::new(),
+            pending: Vec::new(),
+            spent: 0.0,
+            committed: 0.0,
+        };
+        for trial in trials {
+            let counts = counts_toward_budget(config, trial);
+            if counts {
+                t.spent += trial.cost.unwrap_or(0.0);
+            }
+            match trial.state {
+                TrialState::Complete => {
+                    let (Some(obj), Some(cost)) = (trial.objective, trial.cost) else {
+                        continue;
+                    };
+                    t.x.extend_from_slice(&trial.x);
+                    t.y.push(config.study.direction.to_internal(obj));
+                    t.c.push(cost);
+                }
+                TrialState::Running => t.pending.extend_from_slice(&trial.x),
+                _ => {}
+            }
+        }
+        let running: f64 = trials
+            .iter()
+            .filter(|t| t.state == TrialState::Running && counts_toward_budget(config, t))
+            .filter_map(|t| known_cost(config, &t.x))
+            .sum();
+        t.committed = t.spent + running;
+        t
+    }
+
+    fn history(&self) -> History<'_> {
+        History {
+            x: &self.x,
+            y: &self.y,
+            cost: &self.c,
+            pending: &self.pending,
+        }
+    }
+}
+
+/// One decision of a (non-`[cvs]`) study, under the storage lock: the proposal of
+/// [`propose_next`], the budget gates of [`budget_gate`], the stopping rule's check of
+/// [`check_stopping`], and the trial with its [`DecisionRecord`] and the new state.
+fn decide(
+    config: &StudyConfig,
+    space: &SearchSpace,
+    step: &StepConfig,
+    trials: &[Trial],
+    mut state: StudyState,
+) -> Result<Decided> {
+    if let Some(stopped) = stored_stop(config, &state) {
+        return Ok(Decided::Finished(stopped, None));
+    }
+    if let Some(m) = config.budget.max_trials
+        && trials.len() as u64 >= m
+    {
+        return Ok(finish(Finished::MaxTrials(m), state));
+    }
+    let tally = Tally::of(config, trials);
+    let (mut prop, mut auto) = propose_next(config, space.dim(), step, trials, &tally, &state)?;
+    prop.x = space.snap(&prop.x);
+    if let Some(f) = budget_gate(config, &tally, &prop) {
+        return Ok(finish(f, state));
+    }
+    if auto.is_none() {
+        auto = state.stopping.clone();
+    }
+    let check = check_stopping(config, space.dim(), step, trials, &tally, &prop, &mut auto)?;
+    if let Some((check, Some(reason))) = &check {
+        let sc = config.policy.stopping.clone().expect("checked with a rule");
+        state.stopped = Some(StopRecord {
+            rule: check.rule.clone(),
+            reason: reason.clone(),
+            config: serde_json::Value::from(sc),
+            check: check.clone(),
+            at_trial: trials.len(),
+        });
+        if auto.is_some() {
+            state.stopping = auto;
+        }
+        let f = Finished::Stopped {
+            rule: check.rule.clone(),
+            reason: reason.clone(),
+        };
+        return Ok(Decided::Finished(f, Some(state.to_json())));
+    }
+    let d = space.dim();
+    let decision = DecisionRecord {
+        phase: prop.phase,
+        acquisition: config.policy.acquisition.clone(),
+        acquisition_value: prop
+            .acquisition_value
+            .is_finite()
+            .then_some(prop.acquisition_value),
+        lambda: prop.lambda,
+        params: prop.params.as_ref().map(HyperRecord::from),
+        predicted_cost: prop.predicted_cost.or(known_cost(config, &prop.x)),
+        pending: tally.pending.len() / d.max(1),
+        kind: RecordKind::Step(StepRecord {
+            cost_params: prop.cost_params.as_ref().map(HyperRecord::from),
+            stopping: check.map(|(c, _)| c),
+            bmsei: prop.bmsei.as_ref().map(|b| BmseiSummary {
+                suggested_budget: Some(b.suggested_budget),
+                lower_bound: Some(b.lower_bound),
+            }),
         }),
-    ))
+    };
+    if let Some(p) = &prop.params {
+        state.params = Some(HyperRecord::from(p));
+    }
+    if prop.bmsei.is_some() {
+        state.bmsei = prop.bmsei.clone();
+    }
+    // A stop of an earlier stopping config no longer applies once the study continues.
+    state.stopped = None;
+    state.finished = None;
+    if auto.is_some() {
+        state.stopping = auto;
+    }
+    let trial = NewTrial {
+        params: space.decode(&prop.x),
+        x: prop.x,
+        decision,
+    };
+    Ok(Decided::Trial(trial, state.to_json()))
+}
+
+/// No trial: `finished`, recorded in the study state so that reports say why.
+pub(crate) fn finish(finished: Finished, mut state: StudyState) -> Decided {
+    state.finished = Some(finished.clone());
+    Decided::Finished(finished, Some(state.to_json()))
+}
+
+/// The next proposal (initial design or a model step), and the automatic λ when PBGI-D starts
+/// from it and it is chosen now.
+fn propose_next(
+    config: &StudyConfig,
+    d: usize,
+    step: &StepConfig,
+    trials: &[Trial],
+    tally: &Tally,
+    state: &StudyState,
+) -> Result<(Proposal, Option<AutoLambda>)> {
+    let n_init = step.initial_design.unwrap_or(2 * (d + 1));
+    // The initial design continues over pending (and failed) trials too: the k-th trial gets
+    // design point k until enough evaluations are complete to fit a model.
+    if trials.len() < n_init || tally.y.len() < n_init {
+        let prop = Proposal {
+            x: design_point(d, trials.len() as u64, step.design_seed)?,
+            phase: Phase::InitialDesign,
+            acquisition_value: f64::NAN,
+            params: None,
+            cost_params: None,
+            lambda: None,
+            predicted_cost: None,
+            bmsei: None,
+        };
+        return Ok((prop, None));
+    }
+    let linear = LinearMeanCost {
+        offset: config.cost.offset,
+        slope: config.cost.slope,
+    };
+    let cost = match config.cost.kind {
+        CostKind::Uniform => CostSetting::Uniform,
+        CostKind::Known => CostSetting::Known(&linear),
+        CostKind::Reported | CostKind::Runtime if tally.y.is_empty() => CostSetting::Uniform,
+        CostKind::Reported | CostKind::Runtime => CostSetting::Unknown,
+    };
+    let mut ctx = StepContext {
+        cumulative_cost: tally.spent,
+        remaining_budget: config.budget.total.map(|b| b - tally.spent),
+        total_budget: config.budget.total,
+        lambda: replay_lambda(config, trials, pbgi_d_start(config, state))?,
+        // B-MS-EI's refill state and warm-start trees from the previous ask.
+        bmsei: state.bmsei.clone(),
+    };
+    let warm = state.params.as_ref().and_then(HyperRecord::params);
+    let history = tally.history();
+    let seed = step_seed(config, trials.len());
+    let prop = propose(d, history, step, &ctx, cost, seed, warm.as_ref())?;
+    // PBGI-D started from the automatic λ: at the first model step, fit, choose λ, and propose
+    // again from it.
+    if let Some(sc) = &config.policy.stopping
+        && sc.start_pbgi_d
+        && prop.phase == Phase::Model
+        && pbgi_d_start(config, state).is_none()
+        && let Some(models) = models_from_proposal(d, &history, step, &prop)?
+    {
+        let auto = auto_lambda(&models.model, sc, config, tally.spent, trials.len())?;
+        ctx.lambda = Some(auto.lambda);
+        let prop = propose(d, history, step, &ctx, cost, seed, warm.as_ref())?;
+        return Ok((prop, Some(auto)));
+    }
+    Ok((prop, None))
+}
+
+/// A different seed per trial, derived from the study's seed.
+fn step_seed(config: &StudyConfig, trials: usize) -> u64 {
+    config.policy.seed ^ (trials as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+}
+
+/// Whether the budget refuses `prop`: its known cost does not fit beside what is committed, its
+/// predicted cost (unknown costs, `predicted_cost_must_fit`) does not, or nothing is left.
+fn budget_gate(config: &StudyConfig, tally: &Tally, prop: &Proposal) -> Option<Finished> {
+    let total = config.budget.total?;
+    let done = Some(Finished::Budget {
+        spent: tally.spent,
+        total,
+    });
+    if let Some(next) = known_cost(config, &prop.x) {
+        let counts = config.budget.count_initial || prop.phase != Phase::InitialDesign;
+        if counts && tally.committed + next > total * (1.0 + 1e-12) {
+            return done;
+        }
+    }
+    if let (Some(pc), CostKind::Reported | CostKind::Runtime) =
+        (prop.predicted_cost, config.cost.kind)
+        && config.budget.predicted_cost_must_fit
+        && tally.committed + pc > total
+    {
+        return done;
+    }
+    if tally.committed >= total {
+        return done;
+    }
+    None
+}
+
+/// The stopping rule's check on the posterior of all complete data (after-posterior-update
+/// semantics), at model steps of a study with a rule: the check, and the reason if it fired.
+/// Chooses the automatic λ (into `auto`) at the first check that needs it.
+fn check_stopping(
+    config: &StudyConfig,
+    d: usize,
+    step: &StepConfig,
+    trials: &[Trial],
+    tally: &Tally,
+    prop: &Proposal,
+    auto: &mut Option<AutoLambda>,
+) -> Result<Option<(StoppingCheck, Option<String>)>> {
+    let Some(sc) = &config.policy.stopping else {
+        return Ok(None);
+    };
+    let history = tally.history();
+    if prop.phase != Phase::Model {
+        return Ok(None);
+    }
+    let Some(models) = models_from_proposal(d, &history, step, prop)? else {
+        return Ok(None);
+    };
+    let lambda = match (sc.configured_lambda(config), auto.as_ref()) {
+        (Some(l), _) => l,
+        (None, Some(a)) => a.lambda,
+        (None, None) => {
+            // λ = U/(B − C), once, from the first model fit.
+            let a = auto_lambda(&models.model, sc, config, tally.spent, trials.len())?;
+            let l = a.lambda;
+            *auto = Some(a);
+            l
+        }
+    };
+    let mut rule = sc.rule.build(Some(lambda))?;
+    replay_rule(rule.as_mut(), trials, lambda)?;
+    let unknown = models.cost_model.is_some();
+    let mut supplied = supplied_from_proposal(step, &history, prop, unknown, Some(lambda));
+    // Always the LogEIPC form, so every trial records the same statistic.
+    supplied.max_pbgi_index = None;
+    let linear = LinearMeanCost {
+        offset: config.cost.offset,
+        slope: config.cost.slope,
+    };
+    let cost_info = match (&models.cost_model, config.cost.kind) {
+        (Some(cm), _) => CostInfo::Unknown(cm),
+        (None, CostKind::Known) => CostInfo::Known(&linear),
+        _ => CostInfo::Uniform,
+    };
+    let n_init = step.initial_design.unwrap_or(2 * (d + 1));
+    let run = RunState {
+        d,
+        x: &tally.x,
+        y: &tally.y,
+        cost: &tally.c,
+        n_initial: n_init.min(tally.y.len()),
+        model: Some(&models.model),
+        previous_model: None,
+        cost_info,
+        candidates: None,
+        supplied,
+        seed: step_seed(config, trials.len()),
+    };
+    let dec = rule.check(&run)?;
+    let check = StoppingCheck::new(dec.report(), lambda, dec.is_stop());
+    let reason = match dec {
+        Decision::Stop { reason, .. } => Some(reason),
+        Decision::Continue(_) => None,
+    };
+    Ok(Some((check, reason)))
 }

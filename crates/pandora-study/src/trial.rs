@@ -1,5 +1,7 @@
 //! Trials: one evaluation of the objective, from proposal to outcome.
 
+use pandora_core::run::Finished;
+use pandora_core::run::record::DecisionRecord;
 use serde::{Deserialize, Serialize};
 
 /// The life cycle of a trial.
@@ -62,9 +64,9 @@ pub struct Trial {
     pub finished_at: Option<f64>,
     /// Unix time of the worker's last sign of life.
     pub heartbeat_at: f64,
-    /// The decision data of the step that proposed it (phase, acquisition value, λ, model
+    /// What the step that proposed it decided (phase, acquisition value, λ, model
     /// hyperparameters, ...).
-    pub decision: serde_json::Value,
+    pub decision: DecisionRecord,
     /// Why it failed.
     pub error: Option<String>,
 }
@@ -108,6 +110,28 @@ pub struct NewTrial {
     pub params: serde_json::Value,
     /// Unit-cube encoding.
     pub x: Vec<f64>,
-    /// Decision data.
-    pub decision: serde_json::Value,
+    /// What the step decided.
+    pub decision: DecisionRecord,
+}
+
+/// The result of [`crate::study::Study::ask`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum Ask {
+    /// Evaluate this trial.
+    Trial(Box<Trial>),
+    /// The study is done.
+    Finished(Finished),
+}
+
+/// What a decision made under the storage's lock ([`crate::storage::Storage::ask_with`]) comes
+/// to: a trial to insert, or the reason there is none; either with the study's new state (JSON,
+/// [`pandora_core::run::record::StudyState`]) to store in the same transaction.
+// One value per ask, moved once: boxing the trial would buy nothing.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Clone, PartialEq)]
+pub enum Decided {
+    /// Insert this trial as running and store the state.
+    Trial(NewTrial, serde_json::Value),
+    /// No trial; store the state if given.
+    Finished(Finished, Option<serde_json::Value>),
 }

@@ -11,9 +11,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
+use pandora_core::policy::Phase;
+use pandora_core::run::record::DecisionRecord;
 use pandora_study::storage::Storage;
 use pandora_study::storage::postgres::{PostgresStorage, SCHEMA_VERSION};
-use pandora_study::{Error, NewTrial, Outcome, Trial, TrialState};
+use pandora_study::trial::{Ask, Decided};
+use pandora_study::{Error, Finished, NewTrial, Outcome, Trial, TrialState};
 use serde_json::{Value, json};
 
 const ENV: &str = "PANDORA_TEST_POSTGRES_URL";
@@ -77,22 +80,40 @@ impl Drop for TestSchema {
 
 /// A `decide` that proposes `x = [n / 1000]` (n = number of trials seen) and counts its calls in
 /// the study state.
-fn counting_decide(trials: &[Trial], state: &Value) -> pandora_study::Result<(NewTrial, Value)> {
+fn counting_decide(trials: &[Trial], state: &Value) -> pandora_study::Result<Decided> {
     let n = trials.len();
     let calls = state.get("calls").and_then(Value::as_u64).unwrap_or(0);
-    Ok((
+    Ok(Decided::Trial(
         NewTrial {
             params: json!({ "n": n }),
             x: vec![n as f64 / 1000.0],
-            decision: json!({ "seen": n }),
+            decision: seen(n),
         },
         json!({ "calls": calls + 1 }),
     ))
 }
 
+/// A decision record marked with `n` (its `pending` count).
+fn seen(n: usize) -> DecisionRecord {
+    DecisionRecord {
+        pending: n,
+        ..DecisionRecord::new(Phase::InitialDesign, "test")
+    }
+}
+
+/// The trial of an ask that must hand one out.
+fn trial(a: Ask) -> Trial {
+    match a {
+        Ask::Trial(t) => *t,
+        Ask::Finished(f) => panic!("finished: {f}"),
+    }
+}
+
 fn ask(s: &mut PostgresStorage, study: &str, worker: &str) -> Trial {
-    s.ask_with(study, worker, &mut counting_decide)
-        .expect("ask")
+    trial(
+        s.ask_with(study, worker, &mut counting_decide)
+            .expect("ask"),
+    )
 }
 
 fn study_state(s: &mut PostgresStorage, study: &str) -> Value {
@@ -118,20 +139,21 @@ fn round_trip_of_every_field_survives_reopening() {
             s.open_study("demo", r#"{"budget": 10.5}"#).unwrap(),
             r#"{"budget": 10.5}"#
         );
-        a = s
-            .ask_with("demo", "w-a", &mut |trials, state| {
+        a = trial(
+            s.ask_with("demo", "w-a", &mut |trials, state| {
                 assert!(trials.is_empty());
                 assert_eq!(state, &Value::Null);
-                Ok((
+                Ok(Decided::Trial(
                     NewTrial {
                         params: json!({"lr": 0.1, "layers": 3, "act": "relu"}),
                         x: vec![0.1, 0.123_456_789_012_345_67, 1.0 / 3.0],
-                        decision: json!({"phase": "initial", "acq": null}),
+                        decision: DecisionRecord::new(Phase::InitialDesign, "test"),
                     },
                     json!({"lambda": 0.25}),
                 ))
             })
-            .unwrap();
+            .unwrap(),
+        );
         assert_eq!(a.created_at, a.heartbeat_at);
         b = ask(&mut s, "demo", "w-b");
         c = ask(&mut s, "demo", "w-c");
@@ -182,7 +204,10 @@ fn round_trip_of_every_field_survives_reopening() {
     assert_eq!(t0.created_at, a.created_at);
     assert_eq!(t0.heartbeat_at, a.heartbeat_at);
     assert!(t0.finished_at.unwrap() >= t0.created_at);
-    assert_eq!(t0.decision, json!({"phase": "initial", "acq": null}));
+    assert_eq!(
+        t0.decision,
+        DecisionRecord::new(Phase::InitialDesign, "test")
+    );
     assert_eq!(t0.error, None);
     // Server time, in Unix seconds: close to this machine's clock.
     assert!((t0.created_at - pandora_study::storage::now()).abs() < 600.0);
@@ -217,7 +242,7 @@ fn ask_numbers_trials_and_passes_the_state() {
     for i in 0..5u64 {
         let t = ask(&mut s, "a", "w");
         assert_eq!(t.number, i);
-        assert_eq!(t.decision, json!({"seen": i}));
+        assert_eq!(t.decision, seen(i as usize));
     }
     // Numbering is per study.
     assert_eq!(ask(&mut s, "B", "w").number, 0);
@@ -247,11 +272,11 @@ fn decide_error_rolls_back() {
     assert_eq!(study_state(&mut s, "s"), json!({"calls": 1}));
     // A non-finite coordinate from decide is refused the same way.
     let r = s.ask_with("s", "w", &mut |_, _| {
-        Ok((
+        Ok(Decided::Trial(
             NewTrial {
                 params: json!({}),
                 x: vec![0.5, f64::NAN],
-                decision: json!({}),
+                decision: DecisionRecord::new(Phase::InitialDesign, "test"),
             },
             json!("changed"),
         ))
@@ -552,21 +577,30 @@ fn concurrent_workers_get_distinct_trials_and_respect_the_budget() {
                         let spent: f64 = trials
                             .iter()
                             .map(|t| match t.state {
-                                TrialState::Running => t.decision["cost"].as_f64().unwrap(),
+                                TrialState::Running => t.decision.predicted_cost.unwrap(),
                                 _ => t.cost.unwrap_or(0.0),
                             })
                             .sum();
                         let next = trial_cost(trials.len());
                         if spent + next > BUDGET {
-                            return Err(Error::invalid("budget", "exhausted"));
+                            let f = Finished::Budget {
+                                spent,
+                                total: BUDGET,
+                            };
+                            return Ok(Decided::Finished(f, None));
                         }
-                        let (mut new, st) = counting_decide(trials, state)?;
-                        new.decision = json!({ "seen": trials.len(), "cost": next });
-                        Ok((new, st))
+                        let Decided::Trial(mut new, st) = counting_decide(trials, state)? else {
+                            unreachable!("counting_decide always proposes")
+                        };
+                        new.decision = DecisionRecord {
+                            predicted_cost: Some(next),
+                            ..seen(trials.len())
+                        };
+                        Ok(Decided::Trial(new, st))
                     });
                     let t = match r {
-                        Ok(t) => t,
-                        Err(Error::Invalid { what, .. }) if what == "budget" => {
+                        Ok(Ask::Trial(t)) => *t,
+                        Ok(Ask::Finished(_)) => {
                             refused = true;
                             break;
                         }

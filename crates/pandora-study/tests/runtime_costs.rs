@@ -1,6 +1,7 @@
 //! Studies with measured (runtime) costs: the log-cost model must stay sensible when the same
 //! region is evaluated again and again with slightly different costs (runtimes are noisy).
 
+use pandora_core::policy::Phase;
 use pandora_study::storage::sqlite::SqliteStorage;
 use pandora_study::{Ask, Outcome, Study, StudyConfig};
 
@@ -62,12 +63,18 @@ fn predicted_runtimes_stay_in_the_observed_range_despite_noise() {
             Ask::Trial(t) => t,
             Ask::Finished(f) => panic!("finished after {k} trials: {f}"),
         };
-        if t.decision["phase"] == "model" {
-            let pc = t.decision["predicted_cost"].as_f64().unwrap();
+        if t.decision.phase == Phase::Model {
+            let pc = t.decision.predicted_cost.unwrap();
             assert!(
                 pc > lo / 5.0 && pc < hi * 5.0,
                 "trial {k}: predicted cost {pc} outside [{lo}/5, {hi}*5]; cost model {}",
-                t.decision["cost_params"]
+                t.decision
+                    .step()
+                    .unwrap()
+                    .cost_params
+                    .as_ref()
+                    .unwrap()
+                    .lengthscales[0]
             );
             checked += 1;
         }

@@ -1,6 +1,7 @@
 //! The cost-aware stopping rule in studies: configuration, the decision recorded on every trial,
 //! the stop and its persistence, λ chosen from a budget.
 
+use pandora_core::policy::Phase;
 use pandora_problems::Builtin;
 use pandora_study::storage::Storage;
 use pandora_study::storage::sqlite::SqliteStorage;
@@ -61,15 +62,12 @@ fn run(study: &mut Study, max: usize) -> Option<Finished> {
 
 /// The recorded check of a model-phase trial: (iteration, value, threshold, fired).
 fn check_of(t: &Trial) -> Option<(u64, f64, f64, bool)> {
-    let s = &t.decision["stopping"];
-    if !s.is_object() {
-        return None;
-    }
+    let s = t.decision.stopping()?;
     Some((
-        s["iteration"].as_u64().unwrap(),
-        s["value"].as_f64().unwrap(),
-        s["threshold"].as_f64().unwrap(),
-        s["fired"].as_bool().unwrap(),
+        s.iteration as u64,
+        s.value.unwrap(),
+        s.threshold.unwrap(),
+        s.fired,
     ))
 }
 
@@ -90,25 +88,26 @@ fn tiny_lambda_never_stops_and_every_model_trial_records_its_check() {
     let trials = s.trials().unwrap();
     assert_eq!(trials.len(), TRIALS);
     for t in &trials {
-        let phase = t.decision["phase"].as_str().unwrap();
         let check = check_of(t);
-        if phase == "model" {
+        if t.decision.phase == Phase::Model {
             let (it, v, thr, fired) = check.expect("a check on every model trial");
             assert!(!fired);
             assert_eq!(thr, (1e-300f64).ln());
             assert!(v > thr);
             // With uniform costs and LogEIPC the statistic is the proposal's own maximum.
-            let acq = t.decision["acquisition_value"].as_f64().unwrap();
+            let acq = t.decision.acquisition_value.unwrap();
             assert_eq!(v, acq);
             // Iteration = complete BO evaluations before this ask (serial run).
             assert_eq!(it, t.number - 4);
         } else {
-            assert_eq!(phase, "initial");
+            assert_eq!(t.decision.phase, Phase::InitialDesign);
             assert!(check.is_none());
         }
     }
     let sum = s.summary().unwrap();
-    assert_eq!(sum.stop_reason, None);
+    // The rule never fired; the study remembers that max_trials ended it.
+    assert_eq!(sum.stop_reason.as_deref(), Some("reached max_trials = 14"));
+    assert_eq!(sum.finished, Some(Finished::MaxTrials(TRIALS as u64)));
     let st = sum.stopping.expect("status");
     assert_eq!(st.rule, "pbgi");
     assert_eq!(st.statistic, "max_log_eipc");
@@ -193,7 +192,11 @@ fn a_large_lambda_stops_exactly_where_the_statistic_first_falls_below_log_lambda
     assert_eq!(st.iteration as u64, checks[k].0);
     assert_eq!(st.value, checks[k].1);
     assert!(st.value <= st.threshold);
-    assert_eq!(sum.stop_reason.as_deref(), Some(reason.as_str()));
+    assert_eq!(
+        sum.stop_reason,
+        Some(format!("stopping rule fired: {reason}"))
+    );
+    assert_eq!(sum.finished, Some(f.clone()));
 
     // Resume: a new handle on the same storage stays stopped, adds no trial.
     drop(b);
@@ -264,8 +267,8 @@ fn auto_lambda_is_chosen_once_from_the_budget() {
     let trials = s.trials().unwrap();
     let lambdas: Vec<f64> = trials
         .iter()
-        .filter(|t| t.decision["stopping"].is_object())
-        .map(|t| t.decision["stopping"]["lambda"].as_f64().unwrap())
+        .filter_map(|t| t.decision.stopping())
+        .map(|c| c.lambda)
         .collect();
     assert_eq!(lambdas.len(), 4);
     assert!(lambdas.iter().all(|&l| l == lambdas[0]), "{lambdas:?}");
@@ -300,10 +303,10 @@ fn pbgi_d_can_start_from_the_automatic_lambda() {
     run(&mut s, 100);
     let trials = s.trials().unwrap();
     let first = &trials[4];
-    assert_eq!(first.decision["phase"], "model");
-    let auto = first.decision["stopping"]["lambda"].as_f64().unwrap();
+    assert_eq!(first.decision.phase, Phase::Model);
+    let auto = first.decision.stopping().unwrap().lambda;
     // PBGI-D proposed the first model trial at λ0 = the automatic λ (not lambda0 = 0.1).
-    assert_eq!(first.decision["lambda"].as_f64(), Some(auto));
+    assert_eq!(first.decision.lambda, Some(auto));
     assert_ne!(auto, 0.1);
     let sum = s.summary().unwrap();
     let l = sum.lambda.unwrap();

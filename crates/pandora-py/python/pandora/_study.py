@@ -448,7 +448,8 @@ class Study:
         """Counts by state (``running``, ``complete``, ``failed``, ``abandoned``), ``total_cost``,
         ``budget_spent`` (cost counted toward the budget), ``best`` (``number``, ``value``,
         ``params``), ``lambda`` (PBGI-D's current λ), ``stopping`` (see :attr:`stopping_status`)
-        and ``stop_reason`` (the stopping rule's reason, or ``None``): the content of
+        ``stop_reason`` (why the study is finished, in words, or ``None``) and ``finished`` (the
+        same as data, e.g. ``{"budget": {"spent": S, "total": B}}``): the content of
         ``pandora status --format json``, with ``best["objective"]`` named ``value``."""
         s = json.loads(self._native.summary_json())
         if s.get("best") is not None:
@@ -479,7 +480,7 @@ class Study:
         budget = self._config["budget"]
         s = json.loads(self._native.summary_json())
         if s.get("stop_reason") is not None:
-            return f"stopping rule fired: {s['stop_reason']}"
+            return s["stop_reason"]
         n = s["running"] + s["complete"] + s["failed"] + s["abandoned"]
         if budget.get("max_trials") is not None and n >= budget["max_trials"]:
             return f"reached max_trials = {budget['max_trials']}"

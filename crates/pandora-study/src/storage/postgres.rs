@@ -68,7 +68,7 @@ use postgres::{Client, NoTls, Row, Statement};
 
 use crate::error::{Error, Result};
 use crate::storage::{Decide, Storage, ValidOutcome, finite, redact_url, validate_outcome};
-use crate::trial::{NewTrial, Outcome, Trial, TrialState};
+use crate::trial::{Ask, Decided, NewTrial, Outcome, Trial, TrialState};
 
 /// The newest schema version this code knows (the number of migrations).
 pub const SCHEMA_VERSION: i64 = 1;
@@ -548,7 +548,7 @@ impl Storage for PostgresStorage {
         }
     }
 
-    fn ask_with(&mut self, study: &str, worker: &str, decide: &mut Decide<'_>) -> Result<Trial> {
+    fn ask_with(&mut self, study: &str, worker: &str, decide: &mut Decide<'_>) -> Result<Ask> {
         check_name("study name", study)?;
         let worker_text = pg_text(worker);
         // The study row stays locked until the commit: no other ask can read or insert in
@@ -565,7 +565,20 @@ impl Storage for PostgresStorage {
             .iter()
             .map(row_to_trial)
             .collect::<Result<Vec<_>>>()?;
-        let (new, new_state) = decide(&trials, &state)?;
+        let (new, new_state) = match decide(&trials, &state)? {
+            Decided::Trial(new, new_state) => (new, new_state),
+            Decided::Finished(finished, new_state) => {
+                if let Some(new_state) = new_state {
+                    let text = serde_json::to_string(&new_state)?;
+                    tx.execute(
+                        "UPDATE studies SET state = $2 WHERE name = $1",
+                        &[&study, &text],
+                    )?;
+                    tx.commit()?;
+                }
+                return Ok(Ask::Finished(finished));
+            }
+        };
         let NewTrial {
             params: trial_params,
             x,
@@ -594,7 +607,7 @@ impl Storage for PostgresStorage {
         )?;
         let created_at: f64 = row.try_get(0)?;
         tx.commit()?;
-        Ok(Trial {
+        Ok(Ask::Trial(Box::new(Trial {
             number,
             state: TrialState::Running,
             params: trial_params,
@@ -607,7 +620,7 @@ impl Storage for PostgresStorage {
             heartbeat_at: created_at,
             decision,
             error: None,
-        })
+        })))
     }
 
     fn tell(&mut self, study: &str, number: u64, outcome: &Outcome) -> Result<Trial> {

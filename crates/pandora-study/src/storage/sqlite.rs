@@ -40,7 +40,7 @@ use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, 
 
 use crate::error::{Error, Result};
 use crate::storage::{Decide, Storage, ValidOutcome, finite, now, validate_outcome};
-use crate::trial::{NewTrial, Outcome, Trial, TrialState};
+use crate::trial::{Ask, Decided, NewTrial, Outcome, Trial, TrialState};
 
 /// The newest schema version this code knows (the number of migrations).
 pub const SCHEMA_VERSION: i64 = 1;
@@ -388,7 +388,7 @@ impl Storage for SqliteStorage {
         }
     }
 
-    fn ask_with(&mut self, study: &str, worker: &str, decide: &mut Decide<'_>) -> Result<Trial> {
+    fn ask_with(&mut self, study: &str, worker: &str, decide: &mut Decide<'_>) -> Result<Ask> {
         // The write lock is held from here to the commit: nobody can insert a trial or change
         // the state between our read and our insert. Any early return drops `tx`, which rolls
         // back.
@@ -396,7 +396,17 @@ impl Storage for SqliteStorage {
         let state_text = study_state(&tx, study)?;
         let state: serde_json::Value = serde_json::from_str(&state_text)?;
         let trials = load_trials(&tx, study)?;
-        let (new, new_state) = decide(&trials, &state)?;
+        let (new, new_state) = match decide(&trials, &state)? {
+            Decided::Trial(new, new_state) => (new, new_state),
+            Decided::Finished(finished, new_state) => {
+                if let Some(new_state) = new_state {
+                    tx.prepare_cached("UPDATE studies SET state = ?2 WHERE name = ?1")?
+                        .execute(params![study, serde_json::to_string(&new_state)?])?;
+                    tx.commit()?;
+                }
+                return Ok(Ask::Finished(finished));
+            }
+        };
         let NewTrial {
             params: trial_params,
             x,
@@ -426,7 +436,7 @@ impl Storage for SqliteStorage {
         tx.prepare_cached("UPDATE studies SET state = ?2 WHERE name = ?1")?
             .execute(params![study, serde_json::to_string(&new_state)?])?;
         tx.commit()?;
-        Ok(Trial {
+        Ok(Ask::Trial(Box::new(Trial {
             number,
             state: TrialState::Running,
             params: trial_params,
@@ -439,7 +449,7 @@ impl Storage for SqliteStorage {
             heartbeat_at: t,
             decision,
             error: None,
-        })
+        })))
     }
 
     fn tell(&mut self, study: &str, number: u64, outcome: &Outcome) -> Result<Trial> {
