@@ -9,6 +9,16 @@ use serde::{Deserialize, Serialize};
 /// Largest instance `--verify` accepts (the DP is exponential in the number of boxes).
 const VERIFY_MAX_BOXES: usize = 12;
 
+/// Most boxes in an instance. Weitzman's policy costs `O(n · (n + V))` distribution evaluations
+/// for `n` boxes with `V` support points in all (the opening probability of each box multiplies
+/// over every box opened before it, and the expected utility evaluates the CDF of the maximum,
+/// a product over all boxes, at every breakpoint or quadrature node); at this limit an instance
+/// takes seconds. See docs/boxes.md, "Limits".
+pub const MAX_BOXES: usize = 5_000;
+
+/// Most support points (reward and cost values) over all boxes; see [`MAX_BOXES`].
+pub const MAX_VALUES: usize = 50_000;
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct BoxesInput {
@@ -57,9 +67,38 @@ struct BoxesOutput {
     dp_expected_utility: Option<f64>,
 }
 
+/// Refuses instances over [`MAX_BOXES`] or [`MAX_VALUES`] before solving them.
+fn check_size(input: &BoxesInput) -> Result<()> {
+    let n = input.boxes.len();
+    if n > MAX_BOXES {
+        bail!(
+            "boxes: {n} boxes is more than the limit of {MAX_BOXES} (see docs/boxes.md, \"Limits\")"
+        );
+    }
+    let values: usize = input
+        .boxes
+        .iter()
+        .map(|b| {
+            b.rewards.as_ref().map_or(1, |d| d.values.len())
+                + match &b.cost {
+                    CostSpec::Fixed(_) => 1,
+                    CostSpec::Random(d) => d.values.len(),
+                }
+        })
+        .sum();
+    if values > MAX_VALUES {
+        bail!(
+            "boxes: {values} reward and cost values in all is more than the limit of \
+             {MAX_VALUES} (see docs/boxes.md, \"Limits\")"
+        );
+    }
+    Ok(())
+}
+
 /// Parse, solve and (optionally) verify one request.
 fn solve(text: &str, verify: bool) -> Result<BoxesOutput> {
     let input: BoxesInput = crate::input::parse(text)?;
+    check_size(&input)?;
     let mut boxes = Vec::with_capacity(input.boxes.len());
     for (i, b) in input.boxes.into_iter().enumerate() {
         let reward = match (b.rewards, b.normal) {

@@ -163,6 +163,82 @@ fn flatten(field: &str, pts: &[Vec<f64>], d: usize) -> Result<Vec<f64>> {
     Ok(out)
 }
 
+/// Size limits of a request, checked before anything sized by them is allocated (an exact GP
+/// holds `n × n` matrices: 5 000 training points take 200 MB each). Documented in docs/eval.md.
+pub mod limits {
+    /// Most training points (`train_x` rows).
+    pub const TRAIN_POINTS: usize = 5_000;
+    /// Most query points (`points` rows).
+    pub const POINTS: usize = 10_000;
+    /// Most dimensions (coordinates per point, lengthscales).
+    pub const DIM: usize = 1_000;
+    /// Most numbers in `train_x` or in `points` (rows × dimensions).
+    pub const NUMBERS: usize = 1_000_000;
+    /// Most `optimize.raw_samples`.
+    pub const RAW_SAMPLES: usize = 100_000;
+    /// Most `optimize.restarts`.
+    pub const RESTARTS: usize = 1_000;
+    /// Most random features of a Thompson sample (`num_features`).
+    pub const FEATURES: usize = 4_096;
+}
+
+/// An error naming `field` unless `value <= limit`.
+fn at_most(field: &str, value: usize, limit: usize) -> Result<()> {
+    if value > limit {
+        bail!("{field}: {value} is more than the limit of {limit} (see docs/eval.md, \"Limits\")");
+    }
+    Ok(())
+}
+
+/// Checks the request's sizes against [`limits`] and the lengthscales against the points.
+fn check_sizes(input: &EvalInput, d: usize) -> Result<()> {
+    at_most("kernel.lengthscales (dimensions)", d, limits::DIM)?;
+    at_most("train_x (rows)", input.train_x.len(), limits::TRAIN_POINTS)?;
+    at_most("points (rows)", input.points.len(), limits::POINTS)?;
+    at_most(
+        "train_x (numbers)",
+        input.train_x.len() * d,
+        limits::NUMBERS,
+    )?;
+    at_most("points (numbers)", input.points.len() * d, limits::NUMBERS)?;
+    if let Some(o) = &input.optimize {
+        at_most(
+            "optimize.raw_samples",
+            o.raw_samples.unwrap_or(0),
+            limits::RAW_SAMPLES,
+        )?;
+        at_most(
+            "optimize.restarts",
+            o.restarts.unwrap_or(0),
+            limits::RESTARTS,
+        )?;
+    }
+    for (i, a) in input.acquisitions.iter().enumerate() {
+        let field = format!("acquisitions[{i}].num_features");
+        at_most(&field, a.num_features.unwrap_or(0), limits::FEATURES)?;
+    }
+    // Per-dimension lengthscales that disagree with every point's dimension: the lengthscales
+    // are wrong, not the points.
+    if let Lengthscales::PerDim(v) = &input.kernel.lengthscales {
+        let dims: Vec<usize> = [input.train_x.first(), input.points.first()]
+            .into_iter()
+            .flatten()
+            .map(Vec::len)
+            .collect();
+        if let Some(&k) = dims.first()
+            && dims.iter().all(|&x| x == k)
+            && k != v.len()
+        {
+            bail!(
+                "kernel.lengthscales: {} values, but the points have {k} coordinates (give one \
+                 lengthscale per coordinate, or a single number)",
+                v.len()
+            );
+        }
+    }
+    Ok(())
+}
+
 /// Evaluates the request in `text` and returns the response as a JSON value.
 pub fn evaluate(text: &str) -> Result<serde_json::Value> {
     let input: EvalInput = crate::input::parse(text)?;
@@ -180,6 +256,7 @@ pub fn evaluate(text: &str) -> Result<serde_json::Value> {
     if d == 0 {
         bail!("kernel.lengthscales: need at least one dimension");
     }
+    check_sizes(&input, d)?;
     let lengthscales = match input.kernel.lengthscales {
         Lengthscales::Shared(l) => vec![l; d],
         Lengthscales::PerDim(v) => v,
@@ -428,6 +505,21 @@ mod tests {
                 "kernel.lengthscales",
             ),
             (base.replace("[[0.5, 0.5]]", "[[0.5]]"), "points[0]"),
+            (
+                base.replace("[0.3, 0.5]", "[0.3, 0.5, 0.7]"),
+                "kernel.lengthscales: 3 values, but the points have 2 coordinates",
+            ),
+            (
+                base.replace("\"log_ei\", ", "\"ts\", \"num_features\": 100000, "),
+                "acquisitions[0].num_features: 100000 is more than the limit of 4096",
+            ),
+            (
+                base.replace(
+                    "\"mean\": 0.2,",
+                    "\"mean\": 0.2, \"optimize\": {\"raw_samples\": 1000000000},",
+                ),
+                "optimize.raw_samples: 1000000000 is more than the limit",
+            ),
             (
                 base.replace("\"train_y\": [1.0]", "\"train_y\": [1.0, 2.0]"),
                 "train_y",

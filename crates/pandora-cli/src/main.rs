@@ -2,6 +2,7 @@
 
 mod bench;
 mod boxes;
+mod csv;
 mod cvs_cmd;
 mod eval;
 mod experiment;
@@ -54,17 +55,18 @@ enum Command {
         /// Trial number (from `pandora ask`) when CONFIG is given.
         #[arg(value_name = "NUMBER")]
         second: Option<String>,
-        /// Storage URL of an existing study (with --study), instead of CONFIG.
+        /// Storage URL of an existing study (with --study), instead of CONFIG; default: the
+        /// PANDORA_STORAGE_URL environment variable.
         #[arg(long, value_name = "URL")]
         storage: Option<String>,
         /// Name of the study in --storage.
         #[arg(long, value_name = "NAME")]
         study: Option<String>,
-        /// Objective value.
-        #[arg(long, allow_negative_numbers = true)]
+        /// Objective value (negative values such as `-1.5` or `-inf` are values, not flags).
+        #[arg(long, allow_hyphen_values = true)]
         objective: Option<f64>,
         /// Cost of the evaluation (required for reported or runtime costs).
-        #[arg(long, allow_negative_numbers = true)]
+        #[arg(long, allow_hyphen_values = true)]
         cost: Option<f64>,
         /// Mark the trial failed with this reason.
         #[arg(long)]
@@ -144,8 +146,38 @@ enum Command {
     Cvs(cvs_cmd::Args),
 }
 
+/// Commands that only print (no objective processes, no pipes of their own): when their reader
+/// goes away (`pandora export ... | head`), they end quietly on SIGPIPE, like other Unix tools,
+/// instead of panicking on the write error.
+fn default_sigpipe(command: &Command) {
+    let printing = !matches!(
+        command,
+        Command::Run { .. } | Command::Experiment(_) | Command::Cvs(_) | Command::Bench { .. }
+    );
+    // SAFETY: called before any other thread exists; restores the default disposition that the
+    // Rust runtime changed to "ignore".
+    #[cfg(unix)]
+    if printing {
+        unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    }
+    #[cfg(not(unix))]
+    let _ = printing;
+}
+
 fn main() {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        // A usage error may quote an argument, e.g. a misplaced storage URL.
+        Err(e) if e.use_stderr() => {
+            eprint!(
+                "{}",
+                pandora_study::redact::redact_text(&e.render().to_string())
+            );
+            std::process::exit(e.exit_code());
+        }
+        Err(e) => e.exit(),
+    };
+    default_sigpipe(&cli.command);
     let result = match cli.command {
         Command::Run {
             target,
@@ -211,7 +243,11 @@ fn main() {
         Command::Cvs(args) => cvs_cmd::main(args),
     };
     if let Err(e) = result {
-        eprintln!("error: {e:#}");
+        // A last line of defence: whatever a driver or parser echoed, no password is printed.
+        eprintln!(
+            "error: {}",
+            pandora_study::redact::redact_text(&format!("{e:#}"))
+        );
         std::process::exit(2);
     }
 }

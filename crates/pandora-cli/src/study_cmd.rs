@@ -15,10 +15,32 @@ use std::io::{Read, Write};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// Loads and validates a study configuration file.
+/// The environment variable that gives the storage URL when neither `--storage` nor the
+/// configuration file's `[study] storage` does (so that a URL holding a password stays out of
+/// the process list and of configuration files). See docs/postgres.md.
+pub const STORAGE_ENV: &str = "PANDORA_STORAGE_URL";
+
+/// The storage URL of [`STORAGE_ENV`], if set and not empty.
+fn env_storage() -> Option<String> {
+    std::env::var(STORAGE_ENV)
+        .ok()
+        .filter(|s| !s.trim().is_empty())
+}
+
+/// Loads and validates a study configuration file. A file without `[study] storage` takes the
+/// storage URL from [`STORAGE_ENV`] when it is set.
 pub fn load_config(path: &str) -> Result<StudyConfig> {
     let text = std::fs::read_to_string(path).with_context(|| format!("reading {path}"))?;
-    StudyConfig::from_toml(&text).map_err(|e| anyhow!("{path}: {e}"))
+    let mut cfg = StudyConfig::from_toml(&text).with_context(|| path.to_string())?;
+    let has_storage = text
+        .parse::<toml::Table>()
+        .ok()
+        .and_then(|t| t.get("study")?.get("storage").cloned())
+        .is_some();
+    if !has_storage && let Some(url) = env_storage() {
+        cfg.study.storage = url;
+    }
+    Ok(cfg)
 }
 
 /// Opens the storage named by a URL (`sqlite:PATH`, relative paths from the current directory).
@@ -38,7 +60,8 @@ pub fn open_storage(url: &str) -> Result<Box<dyn Storage>> {
 pub struct Target {
     /// Study configuration (TOML).
     pub config: Option<String>,
-    /// Storage URL of an existing study (with --study), instead of CONFIG.
+    /// Storage URL of an existing study (with --study), instead of CONFIG; default: the
+    /// PANDORA_STORAGE_URL environment variable.
     #[arg(long, value_name = "URL")]
     pub storage: Option<String>,
     /// Name of the study in --storage.
@@ -49,7 +72,11 @@ pub struct Target {
 impl Target {
     /// Opens the study; also returns the storage URL (for a second connection).
     pub fn open(&self) -> Result<(Study, String)> {
-        match (&self.config, &self.storage, &self.study) {
+        let storage = match (&self.config, &self.storage) {
+            (None, None) => env_storage(),
+            (_, s) => s.clone(),
+        };
+        match (&self.config, &storage, &self.study) {
             (Some(_), Some(_), _) | (Some(_), _, Some(_)) => {
                 bail!("give either a CONFIG file or --storage URL --study NAME, not both")
             }
@@ -75,7 +102,11 @@ impl Target {
                 Ok((study, url.clone()))
             }
             (None, Some(_), None) => bail!("--storage URL needs --study NAME"),
-            (None, None, Some(_)) => bail!("--study NAME needs --storage URL"),
+            (None, None, Some(_)) => {
+                bail!(
+                    "--study NAME needs --storage URL (or the {STORAGE_ENV} environment variable)"
+                )
+            }
             (None, None, None) => {
                 bail!("give a CONFIG file, or --storage URL --study NAME of an existing study")
             }
@@ -618,16 +649,9 @@ pub fn best(target: &Target) -> Result<()> {
     Ok(())
 }
 
-fn csv_field(v: &str) -> String {
-    if v.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", v.replace('"', "\"\""))
-    } else {
-        v.to_string()
-    }
-}
-
 /// `pandora export CONFIG --format csv|json`: every trial, parameters flattened into columns for
-/// CSV (`param.NAME`).
+/// CSV (`param.NAME`); cells that a spreadsheet would run as formulas are neutralized
+/// ([`crate::csv::field`]).
 pub fn export(target: &Target, format: &str) -> Result<()> {
     if !matches!(format, "csv" | "json") {
         bail!("--format: expected csv or json, got '{format}'");
@@ -665,7 +689,7 @@ pub fn export(target: &Target, format: &str) -> Result<()> {
                 "{}",
                 header
                     .iter()
-                    .map(|h| csv_field(h))
+                    .map(|h| crate::csv::field(h))
                     .collect::<Vec<_>>()
                     .join(",")
             );
@@ -699,7 +723,7 @@ pub fn export(target: &Target, format: &str) -> Result<()> {
                 println!(
                     "{}",
                     row.iter()
-                        .map(|f| csv_field(f))
+                        .map(|f| crate::csv::field(f))
                         .collect::<Vec<_>>()
                         .join(",")
                 );

@@ -330,3 +330,71 @@ x2 = {{ dist = "truncated_normal", mean = 0.5, sd = 0.2 }}
         }
     }
 }
+
+/// The password can stay out of the URL: from a private `password_file=`, from `PGPASSWORD`, with
+/// the URL itself from `PANDORA_STORAGE_URL`; a wrong password is refused without being printed.
+#[test]
+fn the_password_can_come_from_a_file_or_the_environment() {
+    let Some(db) = TestSchema::new("password_sources") else {
+        return;
+    };
+    let (no_password, password) = pandora_study::redact::split_password(&db.url());
+    let Some(password) = password.map(|p| String::from_utf8(p).unwrap()) else {
+        eprintln!("skipping: {ENV} has no password");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let run = |args: &[&str], envs: &[(&str, &str)]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_pandora"))
+            .args(args)
+            .env_remove("PGPASSWORD")
+            .env_remove("PANDORA_STORAGE_URL")
+            .envs(envs.iter().copied())
+            .current_dir(d)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(!err.contains(&password), "{err}");
+        (out.status.code(), err)
+    };
+    // A config without a password: PGPASSWORD gives it.
+    std::fs::write(d.join("s.toml"), config(&no_password, "max_trials = 2")).unwrap();
+    let (code, err) = run(&["run", "s.toml", "--quiet"], &[("PGPASSWORD", &password)]);
+    assert_eq!(code, Some(0), "{err}");
+    // A private password file.
+    {
+        use std::io::Write;
+        let mut f = std::fs::File::create(d.join("pw")).unwrap();
+        writeln!(f, "{password}").unwrap();
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(d.join("pw"), std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    let with_file = format!("{no_password}&password_file=pw");
+    let (code, err) = run(
+        &["status", "--storage", &with_file, "--study", "shared"],
+        &[],
+    );
+    assert_eq!(code, Some(0), "{err}");
+    // The URL from the environment.
+    let (code, err) = run(
+        &["best", "--study", "shared"],
+        &[("PANDORA_STORAGE_URL", &with_file)],
+    );
+    assert_eq!(code, Some(0), "{err}");
+    // No password anywhere, or a wrong one: refused by the server.
+    let (code, err) = run(
+        &["status", "--storage", &no_password, "--study", "shared"],
+        &[],
+    );
+    assert_eq!(code, Some(2), "{err}");
+    let (code, err) = run(
+        &["status", "--storage", &no_password, "--study", "shared"],
+        &[("PGPASSWORD", "wrong-password")],
+    );
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("password authentication failed"), "{err}");
+}

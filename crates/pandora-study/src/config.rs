@@ -283,8 +283,10 @@ fn default_decay() -> f64 {
 impl StudyConfig {
     /// Parses and validates a TOML configuration.
     pub fn from_toml(text: &str) -> Result<Self> {
-        let cfg: StudyConfig =
-            toml::from_str(text).map_err(|e| Error::invalid("config", e.to_string()))?;
+        let cfg: StudyConfig = toml::from_str(text).map_err(|e| {
+            // Serde loses the key inside a tagged `[[space]]` entry: name it ourselves.
+            space_type_error(text).unwrap_or_else(|| Error::invalid("config", e.to_string()))
+        })?;
         cfg.validate()?;
         Ok(cfg)
     }
@@ -417,6 +419,9 @@ impl StudyConfig {
             && !(b.is_finite() && b > 0.0)
         {
             return Err(Error::invalid("budget.total", "must be > 0"));
+        }
+        if self.budget.max_trials == Some(0) {
+            return Err(Error::invalid("budget.max_trials", "must be at least 1"));
         }
         let name = pandora_core::acquisition::AcquisitionName::parse(&self.policy.acquisition)
             .map_err(|e| Error::invalid("policy.acquisition", e.to_string()))?;
@@ -696,65 +701,36 @@ impl StudyStopping {
     }
 }
 
-/// `url` with any password replaced by `***`: the password of the authority
-/// (`scheme://user:PASSWORD@host/...`) and `password=...` query parameters. Studies store their
+/// The storage URL with its password hidden (see [`crate::redact`]). Studies store their
 /// configuration in the database (readable by everyone with access to it) with the storage URL
 /// redacted this way; the URL used to connect is never taken from the stored copy.
-pub fn redact_url(url: &str) -> String {
-    let mut out = url.to_string();
-    if let Some(scheme_end) = out.find("://") {
-        let rest = scheme_end + 3;
-        let authority_end = out[rest..]
-            .find(['/', '?', '#'])
-            .map_or(out.len(), |i| rest + i);
-        if let Some(at) = out[rest..authority_end].rfind('@') {
-            let at = rest + at;
-            if let Some(colon) = out[rest..at].find(':') {
-                out.replace_range(rest + colon + 1..at, "***");
-            }
+pub use crate::redact::redact_url;
+
+/// For a configuration that does not deserialize: the first `[[space]]` entry key whose value has
+/// the wrong type, as an error naming `space.NAME.KEY` (serde reports such errors without the
+/// key, because the entry is an internally tagged enum).
+fn space_type_error(text: &str) -> Option<Error> {
+    let table: toml::Table = text.parse().ok()?;
+    let entries = table.get("space")?.as_array()?;
+    for (i, entry) in entries.iter().enumerate() {
+        let entry = entry.as_table()?;
+        let name = entry
+            .get("name")
+            .and_then(toml::Value::as_str)
+            .map_or_else(|| format!("[{i}]"), |n| format!(".{n}"));
+        for (key, value) in entry {
+            let expected = match key.as_str() {
+                "low" | "high" if !(value.is_integer() || value.is_float()) => "a number",
+                "log" if !value.is_bool() => "true or false",
+                "name" | "type" if !value.is_str() => "a string",
+                "values" | "choices" if !value.is_array() => "an array",
+                _ => continue,
+            };
+            return Some(Error::invalid(
+                format!("space{name}.{key}"),
+                format!("expected {expected}, got {value}"),
+            ));
         }
     }
-    if let Some(q) = out.find('?') {
-        let (head, query) = out.split_at(q + 1);
-        let query: Vec<String> = query
-            .split('&')
-            .map(|kv| match kv.split_once('=') {
-                Some((k, _)) if k.eq_ignore_ascii_case("password") => format!("{k}=***"),
-                _ => kv.to_string(),
-            })
-            .collect();
-        out = format!("{head}{}", query.join("&"));
-    }
-    out
-}
-
-#[cfg(test)]
-mod redact_tests {
-    use super::redact_url;
-
-    #[test]
-    fn passwords_are_redacted_and_everything_else_kept() {
-        for (url, want) in [
-            ("sqlite:pandora.db", "sqlite:pandora.db"),
-            ("sqlite:///tmp/a:b@c.db", "sqlite:///tmp/a:b@c.db"),
-            (
-                "postgresql://alice:s3cr:et@db.example:5432/opt",
-                "postgresql://alice:***@db.example:5432/opt",
-            ),
-            (
-                "postgres://alice@db.example/opt",
-                "postgres://alice@db.example/opt",
-            ),
-            (
-                "postgresql://db.example/opt?user=alice&password=hunter2&sslmode=require",
-                "postgresql://db.example/opt?user=alice&password=***&sslmode=require",
-            ),
-            (
-                "postgresql://bob:pw@h/d?PASSWORD=x",
-                "postgresql://bob:***@h/d?PASSWORD=***",
-            ),
-        ] {
-            assert_eq!(redact_url(url), want, "{url}");
-        }
-    }
+    None
 }

@@ -79,30 +79,35 @@ pub fn open(url: &str) -> Result<Box<dyn Storage>> {
     }
 }
 
-/// The URL with its password (in `scheme://user:PASSWORD@host` or a `password=` parameter)
-/// replaced by `***`, for messages and logs.
-pub fn redact_url(url: &str) -> String {
-    let mut out = url.to_owned();
-    if let Some(start) = out.find("://").map(|i| i + 3) {
-        // As libpq-style parsers do, the credentials end at the first '@'.
-        if let Some(at) = out[start..].find('@').map(|i| start + i)
-            && let Some(colon) = out[start..at].find(':').map(|i| start + i)
-        {
-            out.replace_range(colon + 1..at, "***");
-        }
+/// The URL with its password hidden, for messages and logs (see [`crate::redact`]).
+pub use crate::redact::redact_url;
+
+/// The longest study name accepted, in bytes. PostgreSQL cannot index a name much longer than
+/// 2700 bytes; both backends refuse longer names than this with the same error.
+pub const MAX_STUDY_NAME_BYTES: usize = 1024;
+
+/// Checks a study name before it is stored: not empty, no NUL character, at most
+/// [`MAX_STUDY_NAME_BYTES`] bytes.
+pub(crate) fn check_study_name(name: &str) -> Result<()> {
+    if name.is_empty() {
+        return Err(Error::invalid("study name", "must not be empty"));
     }
-    if let Some(q) = out.find('?') {
-        let (base, query) = out.split_at(q + 1);
-        let query: Vec<String> = query
-            .split('&')
-            .map(|pair| match pair.split_once('=') {
-                Some((k, _)) if k.eq_ignore_ascii_case("password") => format!("{k}=***"),
-                _ => pair.to_owned(),
-            })
-            .collect();
-        out = format!("{base}{}", query.join("&"));
+    if name.contains('\0') {
+        return Err(Error::invalid(
+            "study name",
+            "must not contain NUL characters",
+        ));
     }
-    out
+    if name.len() > MAX_STUDY_NAME_BYTES {
+        return Err(Error::invalid(
+            "study name",
+            format!(
+                "is {} bytes long; at most {MAX_STUDY_NAME_BYTES} bytes are allowed",
+                name.len()
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// Checks that `v` is a finite number; the error names `what`.
@@ -213,25 +218,6 @@ pub fn now() -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn passwords_are_redacted() {
-        assert_eq!(
-            redact_url("postgresql://bob:s3cret@db.example:5432/studies?schema=a"),
-            "postgresql://bob:***@db.example:5432/studies?schema=a"
-        );
-        assert_eq!(
-            redact_url("postgres://bob@host/db?password=hunter2&sslmode=disable"),
-            "postgres://bob@host/db?password=***&sslmode=disable"
-        );
-        assert_eq!(redact_url("postgresql://h/db"), "postgresql://h/db");
-        assert_eq!(redact_url("sqlite:a.db"), "sqlite:a.db");
-        // A password containing ':' is redacted whole.
-        assert_eq!(
-            redact_url("postgresql://u:a:b@h/db"),
-            "postgresql://u:***@h/db"
-        );
-    }
 
     #[test]
     fn open_dispatches_on_the_scheme() {

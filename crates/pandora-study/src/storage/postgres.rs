@@ -5,14 +5,25 @@
 //!
 //! `postgresql://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?PARAM=VALUE&...]` (or `postgres://`). Every
 //! connection parameter of libpq's URL form that the `postgres` crate understands is accepted
-//! (`connect_timeout`, `application_name`, `options`, `sslmode=disable`, ...). One more parameter
-//! is Pandora's own:
+//! (`connect_timeout`, `application_name`, `options`, `sslmode=disable`, ...). Two more parameters
+//! are Pandora's own:
 //!
 //! * `schema=NAME`: the PostgreSQL schema that holds Pandora's tables (default
 //!   [`DEFAULT_SCHEMA`], i.e. `pandora`). It is created if missing. `NAME` is a plain identifier
 //!   (letters, digits and `_`, not starting with a digit, at most 63 bytes); it is used with its
 //!   case preserved. Separate schemas isolate separate sets of studies in one database (the tests
 //!   give every test its own).
+//! * `password_file=PATH`: read the password from the first line of that file (which must not be
+//!   readable by group or others on Unix), so that it is neither in the URL, the configuration
+//!   file nor the process list.
+//!
+//! # The password
+//!
+//! It is taken from, in this order: the URL (userinfo or `password=`; raw special characters
+//! work, see [`crate::redact`]), the `password_file=` file, the `PGPASSWORD` environment variable
+//! (libpq's name). A password both in the URL and in a file is refused. The password is taken out
+//! of the URL before the driver parses it ([`crate::redact::split_password`]) and set on the
+//! connection on its own, so no driver message can echo it.
 //!
 //! Connections are not encrypted (no TLS): use a trusted network, a VPN or an SSH tunnel between
 //! machines. Passwords never appear in error messages ([`redact_url`]).
@@ -67,7 +78,9 @@ use std::time::Duration;
 use postgres::{Client, NoTls, Row, Statement};
 
 use crate::error::{Error, Result};
-use crate::storage::{Decide, Storage, ValidOutcome, finite, redact_url, validate_outcome};
+use crate::storage::{
+    Decide, Storage, ValidOutcome, check_study_name, finite, redact_url, validate_outcome,
+};
 use crate::trial::{Ask, Decided, NewTrial, Outcome, Trial, TrialState};
 
 /// The newest schema version this code knows (the number of migrations).
@@ -256,39 +269,117 @@ fn check_schema(name: &str) -> Result<()> {
     }
 }
 
-/// Splits Pandora's own `schema=NAME` parameter off a PostgreSQL URL: returns the URL for the
-/// driver and the schema ([`DEFAULT_SCHEMA`] if absent).
-pub fn split_schema(url: &str) -> Result<(String, String)> {
+/// Pandora's own parameters of a PostgreSQL URL (see the module docs), split off before the URL
+/// goes to the driver.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PandoraParams {
+    /// The URL for the driver, without Pandora's parameters.
+    pub driver_url: String,
+    /// `schema=NAME` ([`DEFAULT_SCHEMA`] if absent).
+    pub schema: String,
+    /// `password_file=PATH` (percent-decoded), if given.
+    pub password_file: Option<String>,
+}
+
+/// Splits Pandora's own parameters (`schema=`, `password_file=`) off a PostgreSQL URL that holds
+/// no password (see [`crate::redact::split_password`]). A parameter given twice is an error.
+pub fn split_params(url: &str) -> Result<PandoraParams> {
     let (base, query) = match url.split_once('?') {
         Some((b, q)) => (b, q),
         None => (url, ""),
     };
     let mut schema = None;
+    let mut password_file = None;
     let mut rest = Vec::new();
     for pair in query.split('&').filter(|p| !p.is_empty()) {
-        match pair.split_once('=') {
+        let slot = match pair.split_once('=') {
             Some(("schema", v)) => {
-                if schema.is_some() {
-                    return Err(Error::invalid(
-                        "storage URL",
-                        "the schema parameter is given twice",
-                    ));
-                }
                 check_schema(v)?;
-                schema = Some(v.to_owned());
+                &mut schema
             }
-            _ => rest.push(pair),
+            Some(("password_file", v)) if !v.is_empty() => &mut password_file,
+            Some(("password_file", _)) => {
+                return Err(Error::invalid("storage URL", "password_file is empty"));
+            }
+            _ => {
+                rest.push(pair);
+                continue;
+            }
+        };
+        let (key, v) = pair.split_once('=').expect("matched key=value");
+        if slot.is_some() {
+            return Err(Error::invalid(
+                "storage URL",
+                format!("the {key} parameter is given twice"),
+            ));
         }
+        *slot = Some(v.to_owned());
     }
     let driver_url = if rest.is_empty() {
         base.to_owned()
     } else {
         format!("{base}?{}", rest.join("&"))
     };
-    Ok((
+    Ok(PandoraParams {
         driver_url,
-        schema.unwrap_or_else(|| DEFAULT_SCHEMA.to_owned()),
-    ))
+        schema: schema.unwrap_or_else(|| DEFAULT_SCHEMA.to_owned()),
+        password_file: password_file
+            .map(|f| String::from_utf8_lossy(&crate::redact::percent_decode(&f)).into_owned()),
+    })
+}
+
+/// Splits Pandora's own `schema=NAME` parameter off a PostgreSQL URL: returns the URL for the
+/// driver and the schema ([`DEFAULT_SCHEMA`] if absent). See [`split_params`].
+pub fn split_schema(url: &str) -> Result<(String, String)> {
+    let p = split_params(url)?;
+    Ok((p.driver_url, p.schema))
+}
+
+/// The password to connect with: the one in the URL, else the first line of the
+/// `password_file=` file, else the `PGPASSWORD` environment variable, else none. A password both
+/// in the URL and in a file is an error.
+fn resolve_password(
+    in_url: Option<Vec<u8>>,
+    password_file: Option<&str>,
+) -> Result<Option<Vec<u8>>> {
+    let err = |reason: String| Error::invalid("storage URL", reason);
+    match (in_url, password_file) {
+        (Some(_), Some(_)) => Err(err(
+            "give the password either in the URL or in password_file, not both".into(),
+        )),
+        (Some(p), None) => Ok(Some(p)),
+        (None, Some(path)) => read_password_file(path).map(Some).map_err(err),
+        (None, None) => Ok(std::env::var_os("PGPASSWORD")
+            .filter(|p| !p.is_empty())
+            .map(|p| p.to_string_lossy().into_owned().into_bytes())),
+    }
+}
+
+/// Reads a password file: its first line (without the line end). On Unix the file must not be
+/// readable by group or others (as `ssh` and libpq's `.pgpass` require).
+fn read_password_file(path: &str) -> std::result::Result<Vec<u8>, String> {
+    let text = std::fs::read(path).map_err(|e| format!("password_file {path:?}: {e}"))?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(path)
+            .map_err(|e| format!("password_file {path:?}: {e}"))?
+            .permissions()
+            .mode();
+        if mode & 0o077 != 0 {
+            return Err(format!(
+                "password_file {path:?} can be read or written by other users (mode {:o}); \
+                 run `chmod 600 {path}`",
+                mode & 0o777
+            ));
+        }
+    }
+    let line = text.split(|&b| b == b'\n').next().unwrap_or_default();
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    if line.is_empty() {
+        return Err(format!("password_file {path:?}: the first line is empty"));
+    }
+    Ok(line.to_vec())
 }
 
 /// Text for a TEXT column: PostgreSQL text cannot hold NUL characters, which are replaced by
@@ -360,32 +451,27 @@ impl PostgresStorage {
             ));
         }
         let target = redact_url(url);
-        let (driver_url, schema) = split_schema(url)?;
-        let mut config: postgres::Config = driver_url
+        // The driver never sees the password in a string it might echo in an error: it is taken
+        // out of the URL and set on its own.
+        let (no_password, in_url) = crate::redact::split_password(url);
+        let params = split_params(&no_password)?;
+        let mut config: postgres::Config = params
+            .driver_url
             .parse()
             .map_err(|e| Error::invalid("storage URL", format!("{target}: {}", describe(&e))))?;
-        // The password, if any, is scrubbed from every message produced while connecting.
-        let password: Option<String> = config
-            .get_password()
-            .map(|p| String::from_utf8_lossy(p).into_owned())
-            .filter(|p| !p.is_empty());
-        let scrub = |msg: String| match &password {
-            Some(p) => msg.replace(p.as_str(), "***"),
-            None => msg,
-        };
+        if let Some(p) = resolve_password(in_url, params.password_file.as_deref())? {
+            config.password(p);
+        }
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(DEFAULT_CONNECT_TIMEOUT);
         }
         if config.get_application_name().is_none() {
             config.application_name("pandora");
         }
-        let client = config.connect(NoTls).map_err(|e| {
-            Error::Postgres(scrub(format!("connecting to {target}: {}", describe(&e))))
-        })?;
-        Self::setup(client, schema, target).map_err(|e| match e {
-            Error::Postgres(m) => Error::Postgres(scrub(m)),
-            other => other,
-        })
+        let client = config
+            .connect(NoTls)
+            .map_err(|e| Error::Postgres(format!("connecting to {target}: {}", describe(&e))))?;
+        Self::setup(client, params.schema, target)
     }
 
     /// Session settings, migrations and prepared statements of a fresh connection.
@@ -490,10 +576,7 @@ fn migrate(client: &mut Client, schema: &str) -> Result<()> {
 
 impl Storage for PostgresStorage {
     fn open_study(&mut self, name: &str, config_json: &str) -> Result<String> {
-        if name.is_empty() {
-            return Err(Error::invalid("study name", "must not be empty"));
-        }
-        check_name("study name", name)?;
+        check_study_name(name)?;
         serde_json::from_str::<serde_json::Value>(config_json)
             .map_err(|e| Error::invalid("study config", format!("not valid JSON: {e}")))?;
         let config_text = pg_text(config_json);

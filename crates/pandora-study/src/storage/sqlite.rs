@@ -39,7 +39,9 @@ use std::time::Duration;
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
 
 use crate::error::{Error, Result};
-use crate::storage::{Decide, Storage, ValidOutcome, finite, now, validate_outcome};
+use crate::storage::{
+    Decide, Storage, ValidOutcome, check_study_name, finite, now, validate_outcome,
+};
 use crate::trial::{Ask, Decided, NewTrial, Outcome, Trial, TrialState};
 
 /// The newest schema version this code knows (the number of migrations).
@@ -136,6 +138,7 @@ impl SqliteStorage {
         let conn = if path == ":memory:" {
             Connection::open_in_memory()?
         } else {
+            create_private(path);
             Connection::open(path)?
         };
         conn.busy_timeout(busy_timeout)?;
@@ -229,6 +232,26 @@ impl SqliteStorage {
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)?)
     }
+}
+
+/// Creates the database file `path`, if it does not exist, readable and writable by its owner
+/// only (mode 0600 on Unix, whatever the umask): studies hold configurations and results that
+/// are not everyone's to read. SQLite gives the `-wal` and `-shm` files it creates the mode of the
+/// database file. An existing file keeps its mode; errors are left for SQLite to report.
+fn create_private(path: &str) {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        if !path.starts_with("file:") && !std::path::Path::new(path).exists() {
+            let _ = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(path);
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = path;
 }
 
 /// Why one attempt to open a database failed: a lock conflict worth retrying, or anything else.
@@ -334,9 +357,7 @@ fn load_trial(conn: &Connection, study: &str, number: u64) -> Result<Option<Tria
 
 impl Storage for SqliteStorage {
     fn open_study(&mut self, name: &str, config_json: &str) -> Result<String> {
-        if name.is_empty() {
-            return Err(Error::invalid("study name", "must not be empty"));
-        }
+        check_study_name(name)?;
         serde_json::from_str::<serde_json::Value>(config_json)
             .map_err(|e| Error::invalid("study config", format!("not valid JSON: {e}")))?;
         let tx = self.immediate()?;
