@@ -2,7 +2,6 @@
 
 mod bench;
 mod boxes;
-mod command;
 mod cvs_cmd;
 mod eval;
 mod experiment;

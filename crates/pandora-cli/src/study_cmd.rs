@@ -3,11 +3,11 @@
 //! Every command names its study by a configuration file or by `--storage URL --study NAME`
 //! ([`Target`]).
 
-use crate::command::{self, CommandSpec, Reported};
 use crate::plot;
 use crate::progress::Progress;
 use anyhow::{Context, Result, anyhow, bail};
 use pandora_problems::Builtin;
+use pandora_study::command::{self, CommandSpec, Reported};
 use pandora_study::config::{CostKind, MAX_DURATION_S, ObjectiveKind};
 use pandora_study::storage::Storage;
 use pandora_study::{Ask, Outcome, Study, StudyConfig, Trial, TrialState};

@@ -1,4 +1,5 @@
-//! Running an objective command: one evaluation, one process group, bounded in time and memory.
+//! Running an objective command (`pandora run`'s command objectives): one evaluation, one process
+//! group, bounded in time and memory.
 //!
 //! # The problem
 //!
