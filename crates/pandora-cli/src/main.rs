@@ -28,7 +28,7 @@ enum Command {
     Run {
         #[command(flatten)]
         target: study_cmd::Target,
-        /// Worker threads evaluating trials in parallel.
+        /// Worker threads evaluating trials in parallel (at least 1).
         #[arg(long, default_value_t = 1)]
         workers: usize,
         /// No progress output (no bar, no line per trial).

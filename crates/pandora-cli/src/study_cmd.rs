@@ -7,12 +7,14 @@ use crate::plot;
 use crate::progress::Progress;
 use anyhow::{Context, Result, anyhow, bail};
 use pandora_problems::Builtin;
-use pandora_study::config::{CostKind, ObjectiveKind};
+use pandora_study::command::{self, CommandSpec, Reported};
+use pandora_study::config::{CostKind, MAX_DURATION_S, ObjectiveKind};
 use pandora_study::storage::Storage;
 use pandora_study::{Ask, Outcome, Study, StudyConfig, Trial, TrialState};
 use serde_json::json;
-use std::io::{Read, Write};
-use std::process::{Command, Stdio};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, mpsc};
 use std::time::{Duration, Instant};
 
 /// The environment variable that gives the storage URL when neither `--storage` nor the
@@ -134,123 +136,6 @@ struct Evaluation {
     outcome: Outcome,
 }
 
-/// The last `n` lines of `s`, at most 1000 characters (the end kept).
-fn tail(s: &str, n: usize) -> String {
-    let t: Vec<&str> = s.lines().rev().take(n).collect();
-    let t = t.into_iter().rev().collect::<Vec<_>>().join("\n");
-    let count = t.chars().count();
-    if count > 1000 {
-        format!("...{}", t.chars().skip(count - 1000).collect::<String>())
-    } else {
-        t
-    }
-}
-
-/// Parses the objective command's stdout: a bare number or `{"objective": v, "cost": c}`.
-fn parse_output(text: &str) -> std::result::Result<(f64, Option<f64>), String> {
-    let text = text.trim();
-    let v: serde_json::Value = match serde_json::from_str(text) {
-        Ok(v) => v,
-        Err(e) => {
-            // Python's json module writes NaN and Infinity, which are not JSON.
-            if let Ok(x) = text.parse::<f64>() {
-                return Err(format!("objective is not finite: {x}"));
-            }
-            if text.contains("NaN") || text.contains("Infinity") {
-                return Err(format!(
-                    "output contains a value that is not finite: {text}"
-                ));
-            }
-            return Err(format!(
-                "malformed output (expected a number or JSON): {e}; output: {}",
-                tail(text, 3)
-            ));
-        }
-    };
-    let (obj, cost) = match &v {
-        serde_json::Value::Number(n) => (n.as_f64(), None),
-        serde_json::Value::Object(m) => {
-            let o = m
-                .get("objective")
-                .ok_or("output has no \"objective\" field")?;
-            let o = o.as_f64().ok_or("\"objective\" is not a number")?;
-            let c = match m.get("cost") {
-                None | Some(serde_json::Value::Null) => None,
-                Some(c) => Some(c.as_f64().ok_or("\"cost\" is not a number")?),
-            };
-            (Some(o), c)
-        }
-        _ => return Err("output is neither a number nor an object".into()),
-    };
-    let obj = obj.ok_or("objective is not a finite number")?;
-    if !obj.is_finite() {
-        return Err(format!("objective is not finite: {obj}"));
-    }
-    if let Some(c) = cost
-        && !(c.is_finite() && c > 0.0)
-    {
-        return Err(format!("cost must be finite and > 0, got {c}"));
-    }
-    Ok((obj, cost))
-}
-
-fn run_command(
-    cmd: &[String],
-    params: &serde_json::Value,
-    timeout: Option<f64>,
-) -> (std::result::Result<(f64, Option<f64>), String>, f64) {
-    let start = Instant::now();
-    let child = Command::new(&cmd[0])
-        .args(&cmd[1..])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn();
-    let mut child = match child {
-        Ok(c) => c,
-        Err(e) => return (Err(format!("cannot start {:?}: {e}", cmd[0])), 0.0),
-    };
-    if let Some(mut stdin) = child.stdin.take() {
-        let _ = stdin.write_all(params.to_string().as_bytes());
-    }
-    let mut stdout = child.stdout.take().expect("piped stdout");
-    let mut stderr = child.stderr.take().expect("piped stderr");
-    let out_reader = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = stdout.read_to_string(&mut s);
-        s
-    });
-    let err_reader = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = stderr.read_to_string(&mut s);
-        s
-    });
-    let deadline = timeout.map(|t| start + Duration::from_secs_f64(t));
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(s)) => break Ok(s),
-            Ok(None) => {
-                if deadline.is_some_and(|d| Instant::now() >= d) {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    break Err(format!("timed out after {:.1} s", timeout.unwrap_or(0.0)));
-                }
-                std::thread::sleep(Duration::from_millis(5));
-            }
-            Err(e) => break Err(format!("waiting for the command: {e}")),
-        }
-    };
-    let elapsed = start.elapsed().as_secs_f64();
-    let out = out_reader.join().unwrap_or_default();
-    let err = err_reader.join().unwrap_or_default();
-    let result = match status {
-        Err(e) => Err(e),
-        Ok(s) if !s.success() => Err(format!("exit status {s}; stderr: {}", tail(&err, 5))),
-        Ok(_) => parse_output(&out),
-    };
-    (result, elapsed)
-}
-
 /// Evaluates a trial of a `[cvs]` study on its builtin problem: nature (the random parameters'
 /// distributions, seeded by the study's seed and the trial number) sets the parameters the
 /// control set leaves random.
@@ -273,7 +158,44 @@ fn evaluate_cvs(study: &Study, trial: &Trial, builtin: &str) -> Evaluation {
     Evaluation { outcome }
 }
 
-fn evaluate(study: &Study, trial: &Trial) -> Evaluation {
+/// The working directory of a command objective: the configuration file's directory (absolute),
+/// or `None` (the current directory) for a study opened by `--storage`/`--study`.
+fn command_dir(target: &Target) -> Result<Option<PathBuf>> {
+    let Some(config) = &target.config else {
+        return Ok(None);
+    };
+    let parent = Path::new(config)
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let dir = parent
+        .canonicalize()
+        .with_context(|| format!("{config}: finding the directory of the configuration file"))?;
+    Ok(Some(dir))
+}
+
+/// Runs the objective command on `trial` in `dir` (see [`command`]).
+fn run_objective_command(
+    cmd: &[String],
+    timeout_s: Option<f64>,
+    dir: Option<&Path>,
+    trial: &Trial,
+) -> (std::result::Result<Reported, String>, f64) {
+    // Validated by the configuration; checked again, as converting may not panic.
+    let timeout = match timeout_s.map(Duration::try_from_secs_f64).transpose() {
+        Ok(t) => t,
+        Err(e) => return (Err(format!("objective.timeout_s: {e}")), 0.0),
+    };
+    let spec = CommandSpec {
+        argv: cmd,
+        dir,
+        timeout,
+    };
+    let ev = command::run(&spec, trial.params.to_string().as_bytes());
+    (ev.result.map_err(|e| e.to_string()), ev.elapsed_s)
+}
+
+fn evaluate(study: &Study, trial: &Trial, dir: Option<&Path>) -> Evaluation {
     let cfg = study.config();
     if let (Some(_), Some(b)) = (&cfg.cvs, cfg.objective.builtin.as_deref()) {
         return evaluate_cvs(study, trial, b);
@@ -281,10 +203,14 @@ fn evaluate(study: &Study, trial: &Trial) -> Evaluation {
     let known = study.known_cost(&trial.x);
     let (result, elapsed) = if let Some(b) = cfg.objective.builtin.as_deref() {
         let start = Instant::now();
-        let v = Builtin::parse(b).expect("validated builtin").eval(&trial.x);
-        (Ok((v, None)), start.elapsed().as_secs_f64())
+        let objective = Builtin::parse(b).expect("validated builtin").eval(&trial.x);
+        let reported = Reported {
+            objective,
+            cost: None,
+        };
+        (Ok(reported), start.elapsed().as_secs_f64())
     } else if let Some(cmd) = cfg.objective.command.as_ref() {
-        run_command(cmd, &trial.params, cfg.objective.timeout_s)
+        run_objective_command(cmd, cfg.objective.timeout_s, dir, trial)
     } else {
         // `run` refuses external objectives before any trial is handed out.
         (Err(EXTERNAL_RUN.to_string()), 0.0)
@@ -299,8 +225,11 @@ fn evaluate(study: &Study, trial: &Trial) -> Evaluation {
         }
     };
     let outcome = match result {
-        Ok((objective, reported)) => match cost_of(reported) {
-            Ok(cost) => Outcome::Complete { objective, cost },
+        Ok(r) => match cost_of(r.cost) {
+            Ok(cost) => Outcome::Complete {
+                objective: r.objective,
+                cost,
+            },
             Err(reason) => Outcome::Failed { reason, cost: None },
         },
         Err(reason) => {
@@ -319,6 +248,11 @@ fn evaluate(study: &Study, trial: &Trial) -> Evaluation {
 const HEARTBEAT_S: f64 = 10.0;
 /// By default, a running trial without a heartbeat for this long is abandoned when a run starts.
 pub const STALE_S: f64 = 120.0;
+/// `pandora run` stops, with an error, when its first trials fail this many times in a row with the
+/// same reason (a command that cannot start, a script that is missing, ...).
+pub const SAME_FAILURES_AT_START: usize = 3;
+/// ... or, after a trial of the run completed, this many times in a row (something broke).
+pub const SAME_FAILURES: usize = 10;
 
 /// The heartbeat period for an abandon timeout: several heartbeats per timeout, so that a live
 /// worker's trial is never taken for abandoned.
@@ -326,55 +260,170 @@ fn heartbeat_interval(abandon_after_s: f64) -> Duration {
     Duration::from_secs_f64((abandon_after_s / 4.0).clamp(0.05, HEARTBEAT_S))
 }
 
-/// Evaluates `trial` while a second connection (to `url`) keeps its heartbeat fresh.
-fn evaluate_with_heartbeat(study: &Study, url: &str, trial: &Trial, every: Duration) -> Evaluation {
-    let done = std::sync::atomic::AtomicBool::new(false);
+/// Keeps the heartbeat of trial `number` fresh, over its own connection to `url`, until `stop`
+/// receives a message or its sender is dropped.
+fn heartbeat(url: &str, name: &str, number: u64, every: Duration, stop: mpsc::Receiver<()>) {
+    let Ok(mut storage) = open_storage(url) else {
+        return;
+    };
+    while let Err(mpsc::RecvTimeoutError::Timeout) = stop.recv_timeout(every) {
+        let _ = storage.heartbeat(name, number);
+    }
+}
+
+/// The message of a panic's payload.
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "no message".to_string())
+}
+
+/// Evaluates `trial` with `eval` while its heartbeat is kept fresh, and records the outcome as
+/// soon as the evaluation returns, before anything else (the heartbeat stops after).
+///
+/// A panic during the evaluation fails the trial ("internal error: ...") and is returned (the
+/// run then ends with an error); the heartbeat stops whatever happens.
+fn evaluate_and_tell(
+    study: &mut Study,
+    url: &str,
+    trial: &Trial,
+    every: Duration,
+    eval: impl FnOnce(&Study, &Trial) -> Evaluation,
+) -> Result<(Trial, Option<String>)> {
     let name = study.config().study.name.clone();
     std::thread::scope(|s| {
-        s.spawn(|| {
-            let Ok(mut storage) = open_storage(url) else {
-                return;
-            };
-            let mut last = Instant::now();
-            while !done.load(std::sync::atomic::Ordering::Relaxed) {
-                std::thread::sleep(Duration::from_millis(20));
-                if last.elapsed() >= every {
-                    let _ = storage.heartbeat(&name, trial.number);
-                    last = Instant::now();
-                }
+        // Dropped on every way out of this closure, unwinding included: the heartbeat ends.
+        let (alive, stop) = mpsc::channel::<()>();
+        s.spawn(move || heartbeat(url, &name, trial.number, every, stop));
+        let evaluated =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| eval(&*study, trial)));
+        let (outcome, panicked) = match evaluated {
+            Ok(ev) => (ev.outcome, None),
+            Err(payload) => {
+                let msg = panic_message(&*payload);
+                let reason = format!("internal error: the evaluation panicked: {msg}");
+                (Outcome::Failed { reason, cost: None }, Some(msg))
             }
-        });
-        let ev = evaluate(study, trial);
-        done.store(true, std::sync::atomic::Ordering::Relaxed);
-        ev
+        };
+        let told = study
+            .tell(trial.number, &outcome)
+            .map_err(|e| anyhow!("storing trial {}: {e}", trial.number));
+        drop(alive);
+        told.map(|t| (t, panicked))
     })
 }
 
-fn worker_loop(
-    target: &Target,
-    worker: &str,
-    progress: &Progress,
-    every: Duration,
-) -> Result<String> {
-    let (mut study, url) = target.open()?;
-    loop {
-        let trial = match study.ask(worker).map_err(|e| anyhow!("{e}"))? {
-            Ask::Finished(f) => return Ok(f.to_string()),
-            Ask::Trial(t) => t,
+/// Consecutive failed trials with the same reason, across the workers of a run.
+#[derive(Debug, Default)]
+struct FailureStreak {
+    reason: Option<String>,
+    count: usize,
+    /// Whether a trial of this run completed (the command can work).
+    worked: bool,
+}
+
+impl FailureStreak {
+    /// Records a told trial (`Some(reason)` if it failed); returns the length of the streak and
+    /// its reason once [`SAME_FAILURES_AT_START`] trials in a row failed with it before any
+    /// trial of the run completed, or [`SAME_FAILURES`] after.
+    fn record(&mut self, failure: Option<&str>) -> Option<(usize, &str)> {
+        match failure {
+            Some(r) if self.reason.as_deref() == Some(r) => self.count += 1,
+            Some(r) => {
+                self.reason = Some(r.to_string());
+                self.count = 1;
+            }
+            None => {
+                self.reason = None;
+                self.count = 0;
+                self.worked = true;
+            }
+        }
+        let limit = if self.worked {
+            SAME_FAILURES
+        } else {
+            SAME_FAILURES_AT_START
         };
-        let ev = evaluate_with_heartbeat(&study, &url, &trial, every);
-        let told = study
-            .tell(trial.number, &ev.outcome)
-            .map_err(|e| anyhow!("storing trial {}: {e}", trial.number))?;
-        let s = study.summary().map_err(|e| anyhow!("{e}"))?;
-        progress.trial(worker, &told, &s);
+        let count = self.count;
+        self.reason
+            .as_deref()
+            .filter(|_| count >= limit)
+            .map(|r| (count, r))
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// What the workers of one `pandora run` share.
+struct Workers<'a> {
+    target: &'a Target,
+    progress: Progress,
+    /// Heartbeat period.
+    every: Duration,
+    /// Working directory of command objectives.
+    dir: Option<PathBuf>,
+    /// Set when a worker ends with an error: the others stop asking for trials.
+    stop: AtomicBool,
+    streak: Mutex<FailureStreak>,
+    /// Held while a trial's summary is computed and its line printed: lines come whole, in the
+    /// order of their summaries (the counts and the cost spent never go back).
+    report: Mutex<()>,
+}
+
+impl Workers<'_> {
+    /// One worker: asks, evaluates and tells until the study is finished (`Some(reason)`) or
+    /// another worker failed (`None`).
+    fn work(&self, worker: &str) -> Result<Option<String>> {
+        let (mut study, url) = self.target.open()?;
+        while !self.stop.load(Ordering::SeqCst) {
+            let trial = match study.ask(worker).map_err(|e| anyhow!("{e}"))? {
+                Ask::Finished(f) => return Ok(Some(f.to_string())),
+                Ask::Trial(t) => t,
+            };
+            let dir = self.dir.as_deref();
+            let (told, panicked) =
+                evaluate_and_tell(&mut study, &url, &trial, self.every, |s, t| {
+                    evaluate(s, t, dir)
+                })?;
+            if let Some(msg) = panicked {
+                bail!(
+                    "trial {} failed: the evaluation panicked ({msg}); stopping",
+                    trial.number
+                );
+            }
+            let failure = match told.state {
+                TrialState::Failed => told.error.as_deref(),
+                _ => None,
+            };
+            if let Some((count, reason)) = lock(&self.streak).record(failure) {
+                bail!("stopped after {count} trials in a row failed with the same error: {reason}");
+            }
+            let _line = lock(&self.report);
+            let s = study.summary().map_err(|e| anyhow!("{e}"))?;
+            self.progress.trial(worker, &told, &s);
+        }
+        Ok(None)
+    }
+
+    /// [`Workers::work`], with any error or panic stopping the other workers.
+    fn work_or_stop(&self, worker: &str) -> Result<Option<String>> {
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.work(worker)))
+            .unwrap_or_else(|p| Err(anyhow!("a worker panicked: {}", panic_message(&*p))));
+        if r.is_err() {
+            self.stop.store(true, Ordering::SeqCst);
+        }
+        r
     }
 }
 
 /// Options of `pandora run`.
 #[derive(Debug, Clone)]
 pub struct RunOptions {
-    /// Worker threads evaluating trials in parallel.
+    /// Worker threads evaluating trials in parallel (at least 1).
     pub workers: usize,
     /// No progress output.
     pub quiet: bool,
@@ -391,14 +440,21 @@ const EXTERNAL_RUN: &str = "has an external objective ([objective] kind = \"exte
 /// `pandora run CONFIG [--workers K] [--quiet] [--abandon-after S]`.
 ///
 /// Refuses (an error, exit code 2) a study whose objective is external
-/// (`[objective] kind = "external"`), before changing anything.
+/// (`[objective] kind = "external"`), before changing anything; ends with an error when a worker
+/// fails (storage error, panic) or trials keep failing the same way ([`SAME_FAILURES_AT_START`],
+/// [`SAME_FAILURES`]).
 pub fn run(target: &Target, opts: &RunOptions) -> Result<()> {
-    let workers = opts.workers.max(1);
-    let stale = opts.abandon_after_s;
-    if !(stale.is_finite() && stale > 0.0) {
-        bail!("--abandon-after: must be a positive number of seconds, got {stale}");
+    if opts.workers == 0 {
+        bail!("--workers: must be at least 1, got 0");
     }
-    let (progress, every) = {
+    let stale = opts.abandon_after_s;
+    if !(stale.is_finite() && stale > 0.0 && stale <= MAX_DURATION_S) {
+        bail!(
+            "--abandon-after: must be a number of seconds > 0 and at most {MAX_DURATION_S}, got \
+             {stale}"
+        );
+    }
+    let workers = {
         // Trials of workers that vanished (killed, machine lost) are marked abandoned, not lost.
         let (mut study, _) = target.open()?;
         if study.config().objective_kind() == ObjectiveKind::External {
@@ -416,14 +472,22 @@ pub fn run(target: &Target, opts: &RunOptions) -> Result<()> {
             ));
         }
         progress.start(&study.summary().map_err(|e| anyhow!("{e}"))?);
-        (progress, heartbeat_interval(stale))
+        Workers {
+            target,
+            progress,
+            every: heartbeat_interval(stale),
+            dir: command_dir(target)?,
+            stop: AtomicBool::new(false),
+            streak: Mutex::new(FailureStreak::default()),
+            report: Mutex::new(()),
+        }
     };
-    let reasons: Vec<Result<String>> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..workers)
+    let reasons: Vec<Result<Option<String>>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..opts.workers)
             .map(|k| {
                 let name = format!("{}-{}-{k}", hostname(), std::process::id());
-                let progress = &progress;
-                s.spawn(move || worker_loop(target, &name, progress, every))
+                let workers = &workers;
+                s.spawn(move || workers.work_or_stop(&name))
             })
             .collect();
         handles
@@ -434,10 +498,12 @@ pub fn run(target: &Target, opts: &RunOptions) -> Result<()> {
             })
             .collect()
     });
-    progress.finish();
+    workers.progress.finish();
     let mut first_reason = None;
     for r in reasons {
-        first_reason.get_or_insert(r?);
+        if let Some(reason) = r? {
+            first_reason.get_or_insert(reason);
+        }
     }
     let mut study = target.study()?;
     let s = study.summary().map_err(|e| anyhow!("{e}"))?;
@@ -823,4 +889,63 @@ pub fn plot(target: &Target, out: Option<&str>) -> Result<()> {
     plot::render(&fig, std::path::Path::new(&out))?;
     println!("{}", json!({"figure": out, "trials": trials.len()}));
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A panic during an evaluation fails the trial with the reason and returns (the heartbeat
+    /// thread stops); it used to leave the heartbeat running and the run hanging.
+    #[test]
+    fn a_panicking_evaluation_fails_its_trial_and_returns() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite:{}", dir.path().join("s.db").display());
+        let cfg = StudyConfig::from_toml(&format!(
+            "[study]\nname = \"p\"\nstorage = \"{url}\"\n[objective]\nbuiltin = \"ackley\"\n\
+             dim = 2\n[budget]\nmax_trials = 3\n"
+        ))
+        .unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut study = Study::open(cfg, open_storage(&url).unwrap()).unwrap();
+            let Ask::Trial(trial) = study.ask("w").unwrap() else {
+                panic!("no trial")
+            };
+            let r = evaluate_and_tell(
+                &mut study,
+                &url,
+                &trial,
+                Duration::from_millis(50),
+                |_, _| panic!("boom"),
+            );
+            let stored = study.trials().unwrap();
+            let _ = tx.send((r.map(|(t, p)| (t.state, t.error, p)).ok(), stored));
+        });
+        let (r, stored) = rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("evaluate_and_tell returned");
+        let (state, error, panicked) = r.expect("the failure was stored");
+        assert_eq!(state, TrialState::Failed);
+        assert!(error.unwrap().contains("panicked: boom"));
+        assert_eq!(panicked.as_deref(), Some("boom"));
+        assert_eq!(stored[0].state, TrialState::Failed);
+    }
+
+    #[test]
+    fn identical_failures_in_a_row_make_a_streak() {
+        let mut s = FailureStreak::default();
+        assert_eq!(s.record(Some("a")), None);
+        assert_eq!(s.record(Some("a")), None);
+        assert_eq!(s.record(Some("b")), None);
+        assert_eq!(s.record(Some("b")), None);
+        assert_eq!(s.record(Some("b")), Some((3, "b")));
+        // Once a trial completed, it takes SAME_FAILURES.
+        let mut s = FailureStreak::default();
+        assert_eq!(s.record(None), None);
+        for _ in 1..SAME_FAILURES {
+            assert_eq!(s.record(Some("a")), None);
+        }
+        assert_eq!(s.record(Some("a")), Some((SAME_FAILURES, "a")));
+    }
 }

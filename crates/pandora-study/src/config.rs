@@ -35,6 +35,10 @@ use crate::space::{Direction, Param, SearchSpace};
 use pandora_core::stopping::{RuleConfig, StoppingConfig};
 use serde::{Deserialize, Serialize};
 
+/// The longest duration a configuration may give, in seconds (30 days): longer ones are refused
+/// (they are mistakes, and converting them to a time may overflow).
+pub const MAX_DURATION_S: f64 = 30.0 * 24.0 * 3600.0;
+
 /// A whole study configuration.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -375,9 +379,14 @@ impl StudyConfig {
             }
         }
         if let Some(t) = o.timeout_s
-            && !(t.is_finite() && t > 0.0)
+            && !(t.is_finite() && t > 0.0 && t <= MAX_DURATION_S)
         {
-            return Err(Error::invalid("objective.timeout_s", "must be > 0"));
+            return Err(Error::invalid(
+                "objective.timeout_s",
+                format!(
+                    "must be a number of seconds > 0 and at most {MAX_DURATION_S} (30 days), got {t}"
+                ),
+            ));
         }
         if let Some(s) = &self.space {
             SearchSpace { params: s.clone() }.validate()?;

@@ -8,6 +8,7 @@
 //! next point under the storage's lock (so that no two workers receive the same trial), stores it
 //! as a running trial, and records the outcome on `tell`.
 
+pub mod command;
 pub mod config;
 pub mod cvs;
 pub mod error;

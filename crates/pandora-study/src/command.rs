@@ -1,0 +1,626 @@
+//! Running an objective command (`pandora run`'s command objectives): one evaluation, one process
+//! group, bounded in time and memory.
+//!
+//! # The problem
+//!
+//! An objective command is rarely a single process. `bash train.sh` starts Python, which starts
+//! data-loader workers; `sh -c "a; b"` runs `a` and `b` as its children. Killing only the direct
+//! child on a timeout leaves its descendants running, and since they inherited the child's stdout
+//! and stderr, a runner that reads those pipes to the end waits for them too: a 2 s timeout took
+//! 15–20 s, and a truly hung job blocked its worker forever. Likewise, when `pandora run` itself
+//! dies (`kill -9`, a lost terminal), nothing tied the evaluations to it: they ran on, and their
+//! results were thrown away.
+//!
+//! # What is done
+//!
+//! * **One evaluation, one session.** The command starts in a new session (`setsid`), hence in a
+//!   process group of its own whose id is its pid. Everything it starts stays in that group unless
+//!   it deliberately leaves it (`setsid`/`setpgid` of its own, as daemons do).
+//! * **Timeouts kill the group.** At the deadline the whole group gets `SIGTERM`; the command has
+//!   [`KILL_GRACE`] to exit, then the group gets `SIGKILL`. The trial fails with "timed out after
+//!   T s".
+//! * **The evaluation ends with its command.** When the command has exited (or been killed), every
+//!   process still in its group is killed with `SIGKILL`: background jobs it left behind are part
+//!   of the evaluation, not something that outlives it. The pipes are then read to their end,
+//!   but never longer than [`PIPE_GRACE`] (a process that left the group may hold them open).
+//! * **The evaluation dies with `pandora run` (Linux).** The command gets
+//!   `PR_SET_PDEATHSIG = SIGKILL` (it is killed when the worker thread that started it ends, which
+//!   is when `pandora run` ends, however it ends). That signal reaches the direct child only, so
+//!   each evaluation also has a watchdog: a tiny process forked inside the new group before the
+//!   command is executed, which closes every descriptor but the read end of a pipe whose write end
+//!   only the worker holds, ignores `SIGTERM`/`SIGINT`/`SIGHUP`/`SIGQUIT`, and blocks reading.
+//!   When the worker drops its end, or `pandora run` dies and the kernel closes it, the read
+//!   returns and the watchdog kills its group, itself included, with `SIGKILL`. Being a member of
+//!   the group, the watchdog also keeps the group id from being reused while the worker may still
+//!   signal it. (The watchdog is the command's child; it exits with the evaluation. Under a
+//!   container whose PID 1 does not reap orphans, run with an init, e.g. `docker run --init`.)
+//! * **Bounded memory.** Only the last [`STDOUT_KEEP`] bytes of stdout are kept (the result is
+//!   the whole of stdout, so a longer stdout fails the trial, and memory stays bounded however
+//!   much the command prints), and the last [`STDERR_KEEP_CHARS`] characters of stderr (the
+//!   reason of a failed trial).
+//!
+//! On other Unix systems everything but the parent-death signal and the watchdog holds; on
+//! non-Unix systems commands are neither grouped nor killed on timeout.
+//!
+//! # Protocol
+//!
+//! The parameters are written as JSON to the command's stdin; it prints on stdout either a bare
+//! number or `{"objective": v, "cost": c}` ([`parse_output`]).
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStderr, ChildStdout, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::{Duration, Instant};
+
+/// Time between `SIGTERM` and `SIGKILL` when a command times out.
+pub const KILL_GRACE: Duration = Duration::from_secs(5);
+/// How long the pipes are read after the command's group was killed.
+pub const PIPE_GRACE: Duration = Duration::from_secs(2);
+/// Bytes of stdout kept (the end).
+pub const STDOUT_KEEP: usize = 1 << 20;
+/// Characters of stderr kept (the end) in the reason of a failed trial.
+pub const STDERR_KEEP_CHARS: usize = 1000;
+
+/// How to run an objective command.
+#[derive(Debug, Clone)]
+pub struct CommandSpec<'a> {
+    /// Program and arguments.
+    pub argv: &'a [String],
+    /// Working directory (the configuration file's directory); `None`: the current one.
+    pub dir: Option<&'a Path>,
+    /// Time limit of one evaluation.
+    pub timeout: Option<Duration>,
+}
+
+/// What a command reported.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Reported {
+    /// The objective value (finite).
+    pub objective: f64,
+    /// The reported cost (finite, > 0), if any.
+    pub cost: Option<f64>,
+}
+
+/// Why an evaluation by command failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CommandError {
+    /// The program could not be started.
+    #[error("cannot start {program:?}: {source}")]
+    Start {
+        /// The program as resolved.
+        program: String,
+        /// The operating system's error.
+        source: std::io::Error,
+    },
+    /// The command ran past its time limit (its process group was killed).
+    #[error("timed out after {seconds:.1} s")]
+    Timeout {
+        /// The time limit.
+        seconds: f64,
+    },
+    /// The command exited unsuccessfully.
+    #[error("{status}{}", if stderr.is_empty() { String::new() } else { format!("; stderr: {stderr}") })]
+    Exit {
+        /// "exited with code 3", "killed by signal 9 (SIGKILL)".
+        status: String,
+        /// The end of its stderr.
+        stderr: String,
+    },
+    /// Waiting for the command failed.
+    #[error("waiting for the command: {0}")]
+    Wait(std::io::Error),
+    /// The command succeeded but its output is not a valid result.
+    #[error("{0}")]
+    Output(String),
+}
+
+/// One evaluation: its result and the wall time until the command exited (seconds).
+#[derive(Debug)]
+pub struct Evaluation {
+    /// The reported result, or why there is none.
+    pub result: Result<Reported, CommandError>,
+    /// Seconds from start to exit (0 if it never started).
+    pub elapsed_s: f64,
+}
+
+/// Runs `spec` with `input` on stdin (see the module documentation).
+pub fn run(spec: &CommandSpec, input: &[u8]) -> Evaluation {
+    let start = Instant::now();
+    let (mut child, lifeline) = match spawn(spec) {
+        Ok(c) => c,
+        Err(source) => {
+            return Evaluation {
+                result: Err(CommandError::Start {
+                    program: program(spec).display().to_string(),
+                    source,
+                }),
+                elapsed_s: 0.0,
+            };
+        }
+    };
+    let pid = child.id();
+    feed_stdin(&mut child, input.to_vec());
+    let out = Capture::start(child.stdout.take(), STDOUT_KEEP);
+    let err = Capture::start(child.stderr.take(), 4 * STDERR_KEEP_CHARS);
+    let exited = wait_in_background(child);
+    let deadline = spec.timeout.and_then(|t| start.checked_add(t));
+    let status = match recv_until(&exited, deadline) {
+        Some(s) => s.map_err(CommandError::Wait),
+        None => {
+            signal_group(pid, Signal::Term);
+            if recv_until(&exited, Some(Instant::now() + KILL_GRACE)).is_none() {
+                signal_group(pid, Signal::Kill);
+                let _ = recv_until(&exited, Some(Instant::now() + PIPE_GRACE));
+            }
+            Err(CommandError::Timeout {
+                seconds: spec.timeout.unwrap_or_default().as_secs_f64(),
+            })
+        }
+    };
+    let elapsed_s = start.elapsed().as_secs_f64();
+    // Whatever the command left behind in its group goes with it; the watchdog (a member) kept
+    // the group id from being reused until now.
+    signal_group(pid, Signal::Kill);
+    drop(lifeline);
+    let result = status.and_then(|s| {
+        let stdout = out.finish(Instant::now() + PIPE_GRACE);
+        let stderr = err.finish(Instant::now() + PIPE_GRACE);
+        if !s.success() {
+            return Err(CommandError::Exit {
+                status: describe(s),
+                stderr: last_chars(
+                    String::from_utf8_lossy(&stderr.kept).trim(),
+                    STDERR_KEEP_CHARS,
+                ),
+            });
+        }
+        if stdout.total > STDOUT_KEEP as u64 {
+            return Err(CommandError::Output(format!(
+                "the output is {} bytes, more than the {STDOUT_KEEP} read (the result must be \
+                 all of stdout); it ends with: {}",
+                stdout.total,
+                last_chars(String::from_utf8_lossy(&stdout.kept).trim(), 200)
+            )));
+        }
+        parse_output(&String::from_utf8_lossy(&stdout.kept)).map_err(CommandError::Output)
+    });
+    Evaluation { result, elapsed_s }
+}
+
+/// The program to execute: a relative path with a directory part (`./train.sh`,
+/// `scripts/train.sh`) is taken from `spec.dir`; a bare name is looked up in `PATH`.
+fn program(spec: &CommandSpec) -> PathBuf {
+    let p = Path::new(&spec.argv[0]);
+    match spec.dir {
+        Some(dir) if p.is_relative() && p.components().count() > 1 => dir.join(p),
+        _ => p.to_path_buf(),
+    }
+}
+
+/// Starts the command in its own session (and, on Linux, with its watchdog); returns it and the
+/// write end of the watchdog's pipe (the lifeline: dropping it ends the evaluation's group).
+fn spawn(spec: &CommandSpec) -> std::io::Result<(Child, Option<std::io::PipeWriter>)> {
+    let mut cmd = Command::new(program(spec));
+    cmd.args(&spec.argv[1..])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    if let Some(dir) = spec.dir {
+        cmd.current_dir(dir);
+    }
+    #[cfg(unix)]
+    {
+        use std::os::fd::AsRawFd;
+        use std::os::unix::process::CommandExt;
+        let (reader, writer) = std::io::pipe()?;
+        let fd = reader.as_raw_fd();
+        // SAFETY: `enter_group` only makes async-signal-safe system calls.
+        let parent = unsafe { libc::getpid() };
+        unsafe {
+            cmd.pre_exec(move || group::enter(parent, fd));
+        }
+        let child = cmd.spawn()?;
+        drop(reader);
+        Ok((child, Some(writer)))
+    }
+    #[cfg(not(unix))]
+    {
+        Ok((cmd.spawn()?, None))
+    }
+}
+
+/// Writes the input on a thread of its own (a command that does not read its stdin must not
+/// block the worker), then closes stdin.
+fn feed_stdin(child: &mut Child, input: Vec<u8>) {
+    if let Some(mut stdin) = child.stdin.take() {
+        std::thread::spawn(move || {
+            let _ = stdin.write_all(&input);
+        });
+    }
+}
+
+/// Reaps the child on a thread of its own, so that its exit is seen at once.
+fn wait_in_background(mut child: Child) -> mpsc::Receiver<std::io::Result<ExitStatus>> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait());
+    });
+    rx
+}
+
+/// The child's exit status if it comes before `deadline` (`None`: wait as long as it takes).
+fn recv_until<T>(rx: &mpsc::Receiver<T>, deadline: Option<Instant>) -> Option<T> {
+    match deadline {
+        None => rx.recv().ok(),
+        Some(d) => rx
+            .recv_timeout(d.saturating_duration_since(Instant::now()))
+            .ok(),
+    }
+}
+
+/// A stream being read to its end on a thread of its own, keeping only its last bytes.
+struct Capture {
+    tail: Arc<Mutex<Tail>>,
+    done: mpsc::Receiver<()>,
+}
+
+/// The end of a stream: at most `keep` bytes, and the total read.
+#[derive(Debug, Default)]
+struct Tail {
+    kept: Vec<u8>,
+    total: u64,
+    keep: usize,
+}
+
+impl Tail {
+    fn push(&mut self, chunk: &[u8]) {
+        self.total += chunk.len() as u64;
+        self.kept.extend_from_slice(chunk);
+        // Trim in batches: the buffer stays below 2·keep and trimming costs O(1) per byte.
+        if self.kept.len() > 2 * self.keep {
+            let cut = self.kept.len() - self.keep;
+            self.kept.drain(..cut);
+        }
+    }
+
+    fn into_kept(mut self) -> Self {
+        if self.kept.len() > self.keep {
+            let cut = self.kept.len() - self.keep;
+            self.kept.drain(..cut);
+        }
+        self
+    }
+}
+
+/// A readable pipe of the child.
+trait Pipe: Read + Send + 'static {}
+impl Pipe for ChildStdout {}
+impl Pipe for ChildStderr {}
+
+impl Capture {
+    fn start(pipe: Option<impl Pipe>, keep: usize) -> Self {
+        let tail = Arc::new(Mutex::new(Tail {
+            keep,
+            ..Tail::default()
+        }));
+        let (tx, done) = mpsc::channel();
+        if let Some(mut pipe) = pipe {
+            let tail = Arc::clone(&tail);
+            std::thread::spawn(move || {
+                let mut buf = vec![0u8; 64 * 1024];
+                loop {
+                    match pipe.read(&mut buf) {
+                        Ok(0) => break,
+                        Ok(n) => lock(&tail).push(&buf[..n]),
+                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                        Err(_) => break,
+                    }
+                }
+                let _ = tx.send(());
+            });
+        }
+        Self { tail, done }
+    }
+
+    /// What was read by the end of the stream, or by `deadline` if it is still open.
+    fn finish(self, deadline: Instant) -> Tail {
+        let _ = recv_until(&self.done, Some(deadline));
+        std::mem::take(&mut *lock(&self.tail)).into_kept()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The signals sent to an evaluation's group.
+#[derive(Debug, Clone, Copy)]
+enum Signal {
+    Term,
+    Kill,
+}
+
+/// Sends `sig` to the process group `pgid` (the command's pid); no group, nothing to do.
+#[cfg(unix)]
+fn signal_group(pgid: u32, sig: Signal) {
+    let sig = match sig {
+        Signal::Term => libc::SIGTERM,
+        Signal::Kill => libc::SIGKILL,
+    };
+    if let Ok(pgid) = libc::pid_t::try_from(pgid) {
+        // SAFETY: killpg has no memory effects; ESRCH (the group is gone) is expected.
+        unsafe {
+            libc::killpg(pgid, sig);
+        }
+    }
+}
+
+#[cfg(not(unix))]
+fn signal_group(_pgid: u32, _sig: Signal) {}
+
+/// "exited with code 3", "killed by signal 9 (SIGKILL)".
+fn describe(s: ExitStatus) -> String {
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::ExitStatusExt;
+        if let Some(sig) = s.signal() {
+            let name = match sig {
+                libc::SIGKILL => " (SIGKILL)",
+                libc::SIGTERM => " (SIGTERM)",
+                libc::SIGSEGV => " (SIGSEGV)",
+                libc::SIGABRT => " (SIGABRT)",
+                libc::SIGINT => " (SIGINT)",
+                libc::SIGBUS => " (SIGBUS)",
+                libc::SIGFPE => " (SIGFPE)",
+                _ => "",
+            };
+            return format!("killed by signal {sig}{name}");
+        }
+    }
+    match s.code() {
+        Some(c) => format!("exited with code {c}"),
+        None => "exited unsuccessfully".to_string(),
+    }
+}
+
+/// The last `n` characters of `s` (with "..." in front when cut).
+pub fn last_chars(s: &str, n: usize) -> String {
+    let count = s.chars().count();
+    if count > n {
+        format!("...{}", s.chars().skip(count - n).collect::<String>())
+    } else {
+        s.to_string()
+    }
+}
+
+/// Parses the objective command's stdout: a bare number or `{"objective": v, "cost": c}`.
+pub fn parse_output(text: &str) -> Result<Reported, String> {
+    let text = text.trim();
+    let v: serde_json::Value = match serde_json::from_str(text) {
+        Ok(v) => v,
+        Err(e) => {
+            // Python's json module writes NaN and Infinity, which are not JSON.
+            if let Ok(x) = text.parse::<f64>() {
+                return Err(format!("objective is not finite: {x}"));
+            }
+            if text.contains("NaN") || text.contains("Infinity") {
+                return Err(format!(
+                    "output contains a value that is not finite: {}",
+                    last_chars(text, 200)
+                ));
+            }
+            let last: Vec<&str> = text.lines().rev().take(3).collect();
+            let last = last.into_iter().rev().collect::<Vec<_>>().join("\n");
+            return Err(format!(
+                "malformed output (expected a number or JSON): {e}; output: {}",
+                last_chars(&last, 1000)
+            ));
+        }
+    };
+    let (obj, cost) = match &v {
+        serde_json::Value::Number(n) => (n.as_f64(), None),
+        serde_json::Value::Object(m) => {
+            let o = m
+                .get("objective")
+                .ok_or("output has no \"objective\" field")?;
+            let o = o.as_f64().ok_or("\"objective\" is not a number")?;
+            let c = match m.get("cost") {
+                None | Some(serde_json::Value::Null) => None,
+                Some(c) => Some(c.as_f64().ok_or("\"cost\" is not a number")?),
+            };
+            (Some(o), c)
+        }
+        _ => return Err("output is neither a number nor an object".into()),
+    };
+    let objective = obj.ok_or("objective is not a finite number")?;
+    if !objective.is_finite() {
+        return Err(format!("objective is not finite: {objective}"));
+    }
+    if let Some(c) = cost
+        && !(c.is_finite() && c > 0.0)
+    {
+        return Err(format!("cost must be finite and > 0, got {c}"));
+    }
+    Ok(Reported { objective, cost })
+}
+
+/// What runs in the forked child before the command is executed.
+#[cfg(unix)]
+mod group {
+    use std::io;
+    use std::os::fd::RawFd;
+
+    /// Puts the child in a new session; on Linux, ties it to its parent (`PR_SET_PDEATHSIG`) and
+    /// forks its watchdog, which holds `lifeline` (see the module documentation).
+    ///
+    /// Runs between `fork` and `exec` of a multithreaded process: only async-signal-safe system
+    /// calls, no allocation, no locks.
+    pub(super) fn enter(parent: libc::pid_t, lifeline: RawFd) -> io::Result<()> {
+        // SAFETY: plain system calls on this process.
+        unsafe {
+            if libc::setsid() == -1 {
+                return Err(io::Error::last_os_error());
+            }
+        }
+        #[cfg(target_os = "linux")]
+        linux::tie_to_parent(parent, lifeline)?;
+        #[cfg(not(target_os = "linux"))]
+        let _ = (parent, lifeline);
+        Ok(())
+    }
+
+    #[cfg(target_os = "linux")]
+    mod linux {
+        use std::io;
+        use std::os::fd::RawFd;
+
+        pub(super) fn tie_to_parent(parent: libc::pid_t, lifeline: RawFd) -> io::Result<()> {
+            // SAFETY: system calls without memory effects, and a fork of this (single-threaded)
+            // child whose copy runs `watchdog` and never returns.
+            unsafe {
+                if libc::prctl(
+                    libc::PR_SET_PDEATHSIG,
+                    libc::SIGKILL as libc::c_ulong,
+                    0,
+                    0,
+                    0,
+                ) == -1
+                {
+                    return Err(io::Error::last_os_error());
+                }
+                // The parent may have died before the prctl: then nobody will signal us.
+                if libc::getppid() != parent {
+                    return Err(io::Error::from_raw_os_error(libc::ESRCH));
+                }
+                // A raw fork (no atfork handlers, which may take locks held by other threads of
+                // the parent at the time of the first fork).
+                let pid = libc::syscall(
+                    libc::SYS_clone,
+                    libc::SIGCHLD as libc::c_long,
+                    0 as libc::c_long,
+                    0 as libc::c_long,
+                    0 as libc::c_long,
+                    0 as libc::c_long,
+                );
+                match pid {
+                    -1 => Err(io::Error::last_os_error()),
+                    0 => watchdog(lifeline),
+                    _ => Ok(()),
+                }
+            }
+        }
+
+        /// Waits until every write end of `lifeline` is closed, then kills its process group.
+        ///
+        /// # Safety
+        /// Only in a freshly forked child: it closes every other descriptor and never returns.
+        unsafe fn watchdog(lifeline: RawFd) -> ! {
+            // SAFETY (whole body): async-signal-safe system calls on this process only.
+            unsafe {
+                for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGQUIT] {
+                    libc::signal(sig, libc::SIG_IGN);
+                }
+                close_all_but(lifeline);
+                let mut byte = 0u8;
+                loop {
+                    let n = libc::read(lifeline, (&raw mut byte).cast(), 1);
+                    if n > 0 || (n == -1 && *libc::__errno_location() == libc::EINTR) {
+                        continue;
+                    }
+                    break;
+                }
+                libc::kill(0, libc::SIGKILL);
+                libc::_exit(0)
+            }
+        }
+
+        /// Closes every descriptor except `keep` (the command's pipes, the parent's
+        /// descriptors inherited by the fork, the exec-error pipe of `std::process`).
+        ///
+        /// # Safety
+        /// Only in a freshly forked child.
+        unsafe fn close_all_but(keep: RawFd) {
+            // SAFETY: closing descriptors of this process.
+            unsafe {
+                let keep = keep as libc::c_uint;
+                let below = keep == 0
+                    || libc::syscall(libc::SYS_close_range, 0 as libc::c_uint, keep - 1, 0) == 0;
+                let above = libc::syscall(
+                    libc::SYS_close_range,
+                    keep + 1,
+                    libc::c_uint::MAX,
+                    0 as libc::c_uint,
+                ) == 0;
+                if !(below && above) {
+                    // Kernels before 5.9: close them one by one.
+                    for fd in 0..65536 {
+                        if fd != keep as libc::c_int {
+                            libc::close(fd);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tails_keep_the_end_within_bounds() {
+        let mut t = Tail {
+            keep: 4,
+            ..Tail::default()
+        };
+        for chunk in [&b"abc"[..], b"defgh", b"ij", b"klmnopq"] {
+            t.push(chunk);
+            assert!(t.kept.len() <= 8);
+        }
+        let t = t.into_kept();
+        assert_eq!(t.kept, b"nopq");
+        assert_eq!(t.total, 17);
+    }
+
+    #[test]
+    fn output_is_a_number_or_an_object() {
+        assert_eq!(
+            parse_output("1.5\n"),
+            Ok(Reported {
+                objective: 1.5,
+                cost: None
+            })
+        );
+        assert_eq!(
+            parse_output(r#"{"objective": -2, "cost": 3}"#),
+            Ok(Reported {
+                objective: -2.0,
+                cost: Some(3.0)
+            })
+        );
+        assert!(parse_output("NaN").unwrap_err().contains("not finite"));
+        assert!(parse_output("hello").unwrap_err().contains("malformed"));
+    }
+
+    #[test]
+    fn exit_errors_say_the_status_once() {
+        let e = CommandError::Exit {
+            status: "exited with code 2".into(),
+            stderr: "boom".into(),
+        };
+        assert_eq!(e.to_string(), "exited with code 2; stderr: boom");
+        let e = CommandError::Exit {
+            status: "exited with code 2".into(),
+            stderr: String::new(),
+        };
+        assert_eq!(e.to_string(), "exited with code 2");
+    }
+
+    #[test]
+    fn last_chars_counts_characters() {
+        assert_eq!(last_chars("héllo", 3), "...llo");
+        assert_eq!(last_chars("ab", 3), "ab");
+    }
+}
