@@ -73,6 +73,7 @@
 //! Coordinates are laid out in declaration order: each `float`, `int` and `ordinal` parameter
 //! takes one coordinate, each `categorical` takes one per choice.
 
+use pandora_core::optim::{DiscreteCoord, MixedSpace, OneHotBlock};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -470,6 +471,50 @@ impl SearchSpace {
             off += d;
         }
         out
+    }
+}
+
+/// Int parameters with more values than this are optimized as continuous coordinates (relaxed,
+/// then snapped) instead of on their grid: a grid of this size is still cheap to sweep.
+pub const INT_GRID_LIMIT: f64 = 100_000.0;
+
+impl SearchSpace {
+    /// The valid points of the unit cube for the optimizer ([`MixedSpace`]): a one-hot block per
+    /// categorical parameter, a grid per ordinal (`i/(k − 1)`) and int parameter (the cell
+    /// centres that [`SearchSpace::snap`] returns; ints with more than [`INT_GRID_LIMIT`] values
+    /// stay continuous), every float continuous. Every acquisition and stopping statistic is
+    /// maximized over these points only (see `docs/studies.md`, "Mixed spaces"); for a space of
+    /// floats only the result is all-continuous and the optimizer runs unchanged.
+    pub fn mixed_space(&self) -> MixedSpace {
+        let mut one_hot = Vec::new();
+        let mut discrete = Vec::new();
+        let mut off = 0;
+        for p in &self.params {
+            match p {
+                Param::Float { .. } => {}
+                Param::Int { low, high, log, .. } => {
+                    if high - low < INT_GRID_LIMIT {
+                        let n = (high - low) as usize + 1;
+                        let values = (0..n)
+                            .map(|i| int_encode(*low, *high, *log, low + i as f64))
+                            .collect();
+                        discrete.push(DiscreteCoord { index: off, values });
+                    }
+                }
+                Param::Ordinal { values, .. } => {
+                    let k = values.len();
+                    let values = (0..k).map(|i| i as f64 / (k - 1) as f64).collect();
+                    discrete.push(DiscreteCoord { index: off, values });
+                }
+                Param::Categorical { choices, .. } => one_hot.push(OneHotBlock {
+                    start: off,
+                    len: choices.len(),
+                }),
+            }
+            off += p.dim();
+        }
+        MixedSpace::new(self.dim(), one_hot, discrete)
+            .expect("a valid search space has disjoint coordinates and increasing grids")
     }
 }
 
