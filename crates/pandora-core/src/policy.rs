@@ -1322,7 +1322,7 @@ mod tests {
     /// Measures the mixed strategies (docs/studies.md, "Mixed spaces"): on GPs fitted to random
     /// valid points of four mixed spaces, the acquisition value each strategy reaches at its
     /// (valid) point, relative to the best of them, and its evaluations and time. Run with
-    /// `cargo test -p pandora-core --release --lib measure_mixed_strategies -- --ignored
+    /// `cargo test -p pandora-core --lib measure_mixed_strategies -- --ignored
     /// --nocapture`.
     #[test]
     #[ignore]

@@ -921,6 +921,40 @@ mod tests {
         assert!(serde_json::from_value::<SearchSpace>(top).is_err());
     }
 
+    /// The optimizer's valid points are exactly the snapped points: every projection is a fixed
+    /// point of `snap`, every snapped point is valid, and the layout matches the encoding.
+    #[test]
+    fn mixed_space_describes_the_snapped_points() {
+        let s = mixed();
+        let m = s.mixed_space();
+        assert_eq!(m.dim(), s.dim());
+        assert_eq!(m.one_hot().len(), 1);
+        assert_eq!((m.one_hot()[0].start, m.one_hot()[0].len), (5, 3));
+        let grids: Vec<(usize, usize)> = m
+            .discrete()
+            .iter()
+            .map(|c| (c.index, c.values.len()))
+            .collect();
+        assert_eq!(grids, vec![(2, 5), (3, 1009), (4, 4)]);
+        assert_eq!(m.continuous_coords(), vec![0, 1]);
+        let mut rng = Lcg(7);
+        for _ in 0..500 {
+            let x = rng.point(s.dim());
+            let p = m.project(&x);
+            // Exact on the discrete coordinates; floats move by rounding only.
+            let q = s.snap(&p);
+            assert!(
+                q.iter().zip(&p).all(|(a, b)| (a - b).abs() <= 1e-12),
+                "{x:?}"
+            );
+            assert_eq!(q[2..], p[2..], "{x:?}");
+            assert!(m.is_valid(&s.snap(&x)), "{x:?}");
+        }
+        // Floats only: all-continuous (the optimizer runs unchanged).
+        let floats = SearchSpace::new(vec![float("a", 0.0, 1.0, false)]).unwrap();
+        assert!(floats.mixed_space().is_continuous());
+    }
+
     #[test]
     fn direction_maps_to_maximization() {
         assert_eq!(Direction::Minimize.to_internal(2.5), -2.5);
