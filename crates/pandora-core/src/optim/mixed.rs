@@ -306,12 +306,10 @@ fn nearest(grid: &[f64], v: f64) -> f64 {
     let j = grid.partition_point(|&g| g < v);
     if j == 0 {
         grid[0]
-    } else if j == grid.len() {
-        grid[j - 1]
-    } else if v - grid[j - 1] <= grid[j] - v {
-        grid[j - 1]
-    } else {
+    } else if j < grid.len() && v - grid[j - 1] > grid[j] - v {
         grid[j]
+    } else {
+        grid[j - 1]
     }
 }
 
