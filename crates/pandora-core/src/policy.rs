@@ -23,6 +23,7 @@ use crate::acquisition::{
 use crate::error::{Error, Result};
 use crate::gp::fit::FitOptions;
 use crate::gp::{GpModel, GpParams, OutputScale, Posterior, Transforms};
+use crate::optim::mixed::{MixedSpace, maximize_mixed};
 use crate::optim::multistart::{MultiStartOptions, MultiStartResult, Objective, maximize};
 use crate::optim::sobol::Sobol;
 use rand::{RngExt, SeedableRng};
@@ -62,6 +63,7 @@ pub fn bmsei_step(
     seed: u64,
     carry: Option<&BmseiCarry>,
     last_cost: Option<f64>,
+    domain: Domain<'_>,
 ) -> Result<(Vec<f64>, f64, BmseiCarry)> {
     let d = model.dim();
     let tree = params.tree.unwrap_or_default();
@@ -98,7 +100,7 @@ pub fn bmsei_step(
         None => suggested_budget(&root, remaining, total, tree.depth() + 1, &inner, seed)?,
     };
     root.budget = suggested;
-    let (x, value, trees) = optimize_tree(root, tree, ms, params, carry, seed)?;
+    let (x, value, trees) = optimize_tree(root, tree, ms, params, carry, seed, domain)?;
     let next = BmseiCarry {
         suggested_budget: suggested,
         lower_bound,
@@ -110,7 +112,8 @@ pub fn bmsei_step(
 /// Maximizes the one-shot tree from `root` (B-MS-EI's step 2–3, also multi-step EI's): the
 /// heuristic start tree as an extra start, and, with `params.warm_start` (default on) and the
 /// carry's trees, raw trees perturbed from the previous step's. Returns the root, the tree value
-/// and every restart's final tree.
+/// and every restart's final tree. The root ranges over the `domain` (valid points away from the
+/// pending ones); the look-ahead points are relaxed to the continuous cube.
 fn optimize_tree(
     root: NodeState<'_>,
     tree: crate::acquisition::FantasyTree,
@@ -118,6 +121,7 @@ fn optimize_tree(
     params: &AcquisitionParams,
     carry: Option<&BmseiCarry>,
     seed: u64,
+    domain: Domain<'_>,
 ) -> Result<(Vec<f64>, f64, Vec<Vec<f64>>)> {
     let d = root.f.dim();
     let (raw, restarts, inner) = tree_search_sizes(ms, d);
@@ -138,7 +142,7 @@ fn optimize_tree(
         upper: None,
         ..ms.clone()
     };
-    let r = maximize(&b, &tree_ms, seed)?;
+    let r = maximize_in(&b, d, domain, &tree_ms, seed)?;
     let trees = r.restarts.into_iter().map(|(t, _)| t).collect();
     Ok((r.x[..d].to_vec(), r.value, trees))
 }
@@ -171,6 +175,7 @@ pub fn msei_step(
     ms: &MultiStartOptions,
     seed: u64,
     carry: Option<&BmseiCarry>,
+    domain: Domain<'_>,
 ) -> Result<(Vec<f64>, f64, BmseiCarry)> {
     let root = NodeState {
         f: ScaledGp::from_model(model)?,
@@ -179,7 +184,7 @@ pub fn msei_step(
         budget: f64::INFINITY,
     };
     let tree = params.tree.unwrap_or_default();
-    let (x, value, trees) = optimize_tree(root, tree, ms, params, carry, seed)?;
+    let (x, value, trees) = optimize_tree(root, tree, ms, params, carry, seed, domain)?;
     let next = BmseiCarry {
         suggested_budget: 0.0,
         lower_bound: 0.0,
@@ -197,10 +202,25 @@ pub fn mes_for_step(
     d: usize,
     seed: u64,
 ) -> Result<MaxValueEntropy> {
+    mes_for_step_in(model, train_x, d, seed, None)
+}
+
+/// [`mes_for_step`] with the max values drawn on valid points of `space` (the uniform points
+/// projected), so they are the maxima over the set a study can propose.
+pub fn mes_for_step_in(
+    model: &GpModel,
+    train_x: &[f64],
+    d: usize,
+    seed: u64,
+    space: Option<&MixedSpace>,
+) -> Result<MaxValueEntropy> {
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed ^ 0x6d65_735f_6361_6e64);
-    let cand: Vec<f64> = (0..MES_CANDIDATES_PER_DIM * d)
+    let mut cand: Vec<f64> = (0..MES_CANDIDATES_PER_DIM * d)
         .map(|_| rng.random::<f64>())
         .collect();
+    if let Some(s) = space.filter(|s| !s.is_continuous()) {
+        s.project_rows(&mut cand);
+    }
     MaxValueEntropy::from_model(
         model,
         &cand,
@@ -221,19 +241,56 @@ pub fn kg_step(
     ms: &MultiStartOptions,
     seed: u64,
 ) -> Result<(Vec<f64>, f64)> {
+    kg_step_in(model, d, ms, seed, Domain::default())
+}
+
+/// [`kg_step`] on a [`Domain`]: the Sobol set projected onto the valid points, the posterior
+/// mean maximized over them, and the argmax taken among the points away from the pending ones
+/// (among all if none is).
+pub fn kg_step_in(
+    model: &GpModel,
+    d: usize,
+    ms: &MultiStartOptions,
+    seed: u64,
+    domain: Domain<'_>,
+) -> Result<(Vec<f64>, f64)> {
     let m = kg_discretization_size(d);
     let sobol = Sobol::scrambled(d, seed ^ 0x6b67)?;
     let mut set = vec![0.0; (m + 1) * d];
     for (i, row) in set.chunks_exact_mut(d).take(m).enumerate() {
         sobol.point(i as u64, row)?;
     }
+    if let Some(s) = domain.mixed() {
+        s.project_rows(&mut set[..m * d]);
+    }
     let mean = OnModel::new(model, UpperConfidenceBound { beta: 0.0 });
-    let best = maximize(&mean, ms, seed ^ 0x6d75)?;
+    let best = maximize_in(
+        &mean,
+        d,
+        Domain {
+            pending: &[],
+            ..domain
+        },
+        ms,
+        seed ^ 0x6d75,
+    )?;
     set[m * d..].copy_from_slice(&best.x);
     let internal = model.to_internal(&set)?;
     let kg = DiscreteKnowledgeGradient::new(model.inner(), &internal)?;
     let values = kg.values_on_set()?;
-    let i = (0..values.len()).fold(0, |b, i| if values[i] > values[b] { i } else { b });
+    let allowed: Vec<bool> = set
+        .chunks_exact(d)
+        .map(|x| !near_pending(x, domain.pending))
+        .collect();
+    let any = allowed.iter().any(|&a| a);
+    let i = (0..values.len()).fold(0, |b, i| {
+        let ok = |j: usize| !any || allowed[j];
+        if ok(i) && (!ok(b) || values[i] > values[b]) {
+            i
+        } else {
+            b
+        }
+    });
     let (_, y_std) = model.outcome_scale();
     Ok((set[i * d..(i + 1) * d].to_vec(), values[i] * y_std))
 }
@@ -254,9 +311,31 @@ pub fn one_shot_kg_step(
     ms: &MultiStartOptions,
     seed: u64,
 ) -> Result<(Vec<f64>, f64)> {
+    one_shot_kg_step_in(model, d, ms, seed, Domain::default())
+}
+
+/// [`one_shot_kg_step`] on a [`Domain`]: the posterior mean's maximizers (the anchors) and the
+/// proposal range over the valid points, the proposal away from the pending ones; the fantasy
+/// points are relaxed to the continuous cube.
+pub fn one_shot_kg_step_in(
+    model: &GpModel,
+    d: usize,
+    ms: &MultiStartOptions,
+    seed: u64,
+    domain: Domain<'_>,
+) -> Result<(Vec<f64>, f64)> {
     let gp = ScaledGp::from_model(model)?;
     let mean = OnModel::new(model, UpperConfidenceBound { beta: 0.0 });
-    let pm = maximize(&mean, ms, seed ^ 0x6d75)?;
+    let pm = maximize_in(
+        &mean,
+        d,
+        Domain {
+            pending: &[],
+            ..domain
+        },
+        ms,
+        seed ^ 0x6d75,
+    )?;
     let mut kg = OneShotKnowledgeGradient::new(&gp, ONE_SHOT_KG_FANTASIES, seed ^ 0x716b)?;
     kg.current = pm.value;
     let raw = ms.raw_samples.unwrap_or(200 * d).max(1);
@@ -282,6 +361,9 @@ pub fn one_shot_kg_step(
     let pairs: Vec<(usize, usize)> = (0..=na).map(|j| (0, j)).collect();
     for r in 0..raw {
         sobol.point(r as u64, &mut pts[..d])?;
+        if let Some(s) = domain.mixed() {
+            s.project_in_place(&mut pts[..d]);
+        }
         let x = &pts[..d];
         candidates.extend_from_slice(x);
         // Each fantasy's point starts at the anchor (or x itself) with the highest fantasized
@@ -308,7 +390,7 @@ pub fn one_shot_kg_step(
         upper: None,
         ..ms.clone()
     };
-    let r = maximize(&kg, &opts, seed)?;
+    let r = maximize_in(&kg, d, domain, &opts, seed)?;
     Ok((r.x[..d].to_vec(), r.value))
 }
 
@@ -350,6 +432,11 @@ pub struct StepConfig {
     /// variable-amplitude kernel; see [`OutputScale`]). Supported by the acquisitions that read
     /// the posterior mean and variance; Thompson sampling, KG and B-MS-EI refuse it.
     pub output_scale: Option<OutputScale>,
+    /// The valid points of the cube (one-hot blocks of categorical parameters, grids of int and
+    /// ordinal ones; see [`MixedSpace`]): every acquisition is maximized over them only and the
+    /// pending-point exclusion holds between valid points. `None` (the default) or an
+    /// all-continuous space: the whole cube, with exactly the continuous code path.
+    pub space: Option<MixedSpace>,
 }
 
 impl Default for StepConfig {
@@ -370,6 +457,7 @@ impl Default for StepConfig {
             ts_features: 1024,
             design_seed: 0,
             output_scale: None,
+            space: None,
         }
     }
 }
@@ -398,18 +486,45 @@ pub const PENDING_EXCLUSION_RADIUS: f64 = 0.1;
 
 /// An objective restricted to points at least `radius` away from every pending point: inside a
 /// ball its value is `-∞`, which the multi-start optimizer treats as outside the domain.
+/// Only the first `d` coordinates (the proposal; the rest of a look-ahead tree is free) count.
 struct AwayFromPending<'a> {
     inner: &'a dyn Objective,
     pending: &'a [f64],
     radius: f64,
+    d: usize,
 }
 
 impl AwayFromPending<'_> {
     fn excluded(&self, x: &[f64]) -> bool {
         let r2 = self.radius * self.radius;
         self.pending
-            .chunks_exact(x.len())
+            .chunks_exact(self.d)
             .any(|p| p.iter().zip(x).map(|(a, b)| (a - b) * (a - b)).sum::<f64>() < r2)
+    }
+}
+
+/// Whether `x` lies within [`PENDING_EXCLUSION_RADIUS`] of a pending point.
+fn near_pending(x: &[f64], pending: &[f64]) -> bool {
+    let r2 = PENDING_EXCLUSION_RADIUS * PENDING_EXCLUSION_RADIUS;
+    pending
+        .chunks_exact(x.len())
+        .any(|p| p.iter().zip(x).map(|(a, b)| (a - b) * (a - b)).sum::<f64>() < r2)
+}
+
+/// Where a step may propose: the valid points of `space` (the whole cube if `None`), away from
+/// the `pending` points (row-major, `d` coordinates each).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Domain<'a> {
+    /// The valid points.
+    pub space: Option<&'a MixedSpace>,
+    /// Points handed out but not evaluated yet.
+    pub pending: &'a [f64],
+}
+
+impl<'a> Domain<'a> {
+    /// The space if it is not all-continuous.
+    fn mixed(&self) -> Option<&'a MixedSpace> {
+        self.space.filter(|s| !s.is_continuous())
     }
 }
 
@@ -437,25 +552,36 @@ impl Objective for AwayFromPending<'_> {
     }
 }
 
-/// Maximizes `obj` away from the pending points (see [`PENDING_EXCLUSION_RADIUS`]); if every
-/// candidate lies inside the excluded balls, maximizes without the restriction.
-fn maximize_away(
+/// Maximizes `obj`, whose first `d` coordinates are the proposal, over the `domain`: the valid
+/// points of its space ([`maximize_mixed`], the first `d` coordinates constrained, the others
+/// continuous) away from the pending points (see [`PENDING_EXCLUSION_RADIUS`]). Every point the
+/// mixed search scores is valid, so the exclusion holds between projected points. If every
+/// candidate lies inside the excluded balls, maximizes without the restriction. With no pending
+/// point and no (or an all-continuous) space this is [`maximize`].
+fn maximize_in(
     obj: &dyn Objective,
-    pending: &[f64],
+    d: usize,
+    domain: Domain<'_>,
     ms: &MultiStartOptions,
     seed: u64,
 ) -> Result<MultiStartResult> {
-    if pending.is_empty() {
-        return maximize(obj, ms, seed);
+    let lifted = domain.mixed().map(|s| s.extended(obj.dim()));
+    let run = |o: &dyn Objective| match &lifted {
+        Some(s) => maximize_mixed(o, s, ms, seed),
+        None => maximize(o, ms, seed),
+    };
+    if domain.pending.is_empty() {
+        return run(obj);
     }
     let away = AwayFromPending {
         inner: obj,
-        pending,
+        pending: domain.pending,
         radius: PENDING_EXCLUSION_RADIUS,
+        d,
     };
-    match maximize(&away, ms, seed) {
+    match run(&away) {
         Ok(r) if r.value.is_finite() => Ok(r),
-        _ => maximize(obj, ms, seed),
+        _ => run(obj),
     }
 }
 
@@ -605,9 +731,13 @@ pub fn propose(
     let best_f = history.y.iter().copied().fold(f64::NEG_INFINITY, f64::max);
     let lambda = ctx.lambda.or(config.params.lambda);
     let ms = &config.multistart;
+    let domain = Domain {
+        space: config.space.as_ref(),
+        pending: history.pending,
+    };
     if config.acquisition == AcquisitionName::Ts {
         let ts = ThompsonSample::draw(model.inner(), config.ts_features, seed ^ 0x7473)?;
-        let r = maximize_away(&ts, history.pending, ms, seed)?;
+        let r = maximize_in(&ts, d, domain, ms, seed)?;
         return Ok(Proposal {
             x: r.x,
             phase: Phase::Model,
@@ -667,32 +797,29 @@ pub fn propose(
     };
     match config.acquisition {
         AcquisitionName::Mes | AcquisitionName::MesCost => {
-            let mes = mes_for_step(&model, history.x, d, seed)?;
+            let mes = mes_for_step_in(&model, history.x, d, seed, domain.space)?;
             let r = if config.acquisition == AcquisitionName::Mes {
-                maximize_away(&OnModel::new(&model, mes), history.pending, ms, seed)?
+                maximize_in(&OnModel::new(&model, mes), d, domain, ms, seed)?
             } else {
                 let acq = CostWeightedMaxValueEntropy {
                     mes,
                     convention: config.params.convention.unwrap_or(CostConvention::Expected),
                 };
                 match cost_ref {
-                    Some(c) => maximize_away(
-                        &OnModel::with_cost(&model, acq, c),
-                        history.pending,
-                        ms,
-                        seed,
-                    )?,
-                    None => maximize_away(&OnModel::new(&model, acq), history.pending, ms, seed)?,
+                    Some(c) => {
+                        maximize_in(&OnModel::with_cost(&model, acq, c), d, domain, ms, seed)?
+                    }
+                    None => maximize_in(&OnModel::new(&model, acq), d, domain, ms, seed)?,
                 }
             };
             return done(r.x, r.value);
         }
         AcquisitionName::Kg => {
-            let (x, v) = kg_step(&model, d, ms, seed)?;
+            let (x, v) = kg_step_in(&model, d, ms, seed, domain)?;
             return done(x, v);
         }
         AcquisitionName::OneShotKg => {
-            let (x, v) = one_shot_kg_step(&model, d, ms, seed)?;
+            let (x, v) = one_shot_kg_step_in(&model, d, ms, seed, domain)?;
             return done(x, v);
         }
         AcquisitionName::BMsEi => {
@@ -706,13 +833,22 @@ pub fn propose(
                 seed,
                 ctx.bmsei.as_ref(),
                 history.cost.last().copied(),
+                domain,
             )?;
             let mut p = done(x, v)?;
             p.bmsei = Some(carry);
             return Ok(p);
         }
         AcquisitionName::MsEi => {
-            let (x, v, carry) = msei_step(&model, best_f, &params, ms, seed, ctx.bmsei.as_ref())?;
+            let (x, v, carry) = msei_step(
+                &model,
+                best_f,
+                &params,
+                ms,
+                seed,
+                ctx.bmsei.as_ref(),
+                domain,
+            )?;
             let mut p = done(x, v)?;
             p.bmsei = Some(carry);
             return Ok(p);
@@ -724,7 +860,7 @@ pub fn propose(
         Some(c) => OnModel::with_cost(&model, acq, c),
         None => OnModel::new(&model, acq),
     };
-    let r = maximize_away(&obj, history.pending, ms, seed)?;
+    let r = maximize_in(&obj, d, domain, ms, seed)?;
     let predicted_cost = predicted(&r.x)?;
     let uses_lambda = matches!(
         config.acquisition,
@@ -1038,6 +1174,279 @@ mod tests {
         .unwrap();
         assert!(p.x[0].is_finite() && (0.0..=1.0).contains(&p.x[0]));
         assert!(p.acquisition_value.is_finite());
+    }
+
+    /// One continuous coordinate and a categorical parameter with 3 choices (one-hot, d = 4).
+    fn cat3_space() -> MixedSpace {
+        use crate::optim::mixed::OneHotBlock;
+        MixedSpace::new(4, vec![OneHotBlock { start: 1, len: 3 }], Vec::new()).unwrap()
+    }
+
+    /// Observations at valid points only (one-hot vertices): the posterior variance is largest
+    /// inside the block, where no trial can be.
+    fn cat3_history(n: usize) -> (Vec<f64>, Vec<f64>) {
+        let mut x = Vec::new();
+        let mut y = Vec::new();
+        for i in 0..n {
+            let x0 = (i as f64 * 0.37 + 0.05) % 1.0;
+            let mut p = [x0, 0.0, 0.0, 0.0];
+            p[1 + i % 3] = 1.0;
+            y.push(-(x0 - 0.3f64).powi(2) + [0.0, 0.1, -0.2][i % 3]);
+            x.extend_from_slice(&p);
+        }
+        (x, y)
+    }
+
+    /// Issue 20.1: UCB's maximum over the relaxed cube lies inside the one-hot block (not a
+    /// valid point); with the space the proposal is valid, and its acquisition value (the value
+    /// at that valid point) is at least the best valid value found by brute force on a grid.
+    #[test]
+    fn mixed_proposals_are_valid_and_reach_the_brute_force_valid_maximum() {
+        let d = 4;
+        let space = cat3_space();
+        let (x, y) = cat3_history(12);
+        let hist = History {
+            x: &x,
+            y: &y,
+            cost: &[],
+            pending: &[],
+        };
+        let ctx = StepContext::default();
+        let relaxed_config = small_config(AcquisitionName::Ucb);
+        let relaxed = propose(
+            d,
+            hist,
+            &relaxed_config,
+            &ctx,
+            CostSetting::Uniform,
+            2,
+            None,
+        )
+        .unwrap();
+        assert!(!space.is_valid(&relaxed.x), "premise: {:?}", relaxed.x);
+        let config = StepConfig {
+            space: Some(space.clone()),
+            ..relaxed_config
+        };
+        let p = propose(d, hist, &config, &ctx, CostSetting::Uniform, 2, None).unwrap();
+        assert!(space.is_valid(&p.x), "{:?}", p.x);
+        let t = Transforms {
+            normalize_inputs: None,
+            standardize_outcomes: true,
+            output_scale: None,
+        };
+        let model = GpModel::with_params(&x, &y, d, &t, p.params.clone().unwrap()).unwrap();
+        let ucb = OnModel::new(&model, UpperConfidenceBound { beta: 2.0 });
+        let mut grid = Vec::new();
+        for k in 0..3 {
+            for i in 0..=1000 {
+                let mut q = [i as f64 / 1000.0, 0.0, 0.0, 0.0];
+                q[1 + k] = 1.0;
+                grid.extend_from_slice(&q);
+            }
+        }
+        let mut vals = vec![0.0; grid.len() / d];
+        ucb.values(&grid, &mut vals);
+        let brute = vals.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let mut at = [0.0];
+        ucb.values(&p.x, &mut at);
+        assert!((at[0] - p.acquisition_value).abs() <= 1e-9 * at[0].abs().max(1.0));
+        assert!(
+            p.acquisition_value >= brute - 1e-6 * brute.abs().max(1.0),
+            "{} < brute force {brute}",
+            p.acquisition_value
+        );
+        // The relaxed value was larger: it was scored at a point no trial can have.
+        assert!(relaxed.acquisition_value > p.acquisition_value);
+    }
+
+    /// Issue 21.4: with pending trials on a categorical space, every acquisition keeps its
+    /// proposal (a valid point) at least `PENDING_EXCLUSION_RADIUS` away from every pending
+    /// point in the space the study proposes from.
+    #[test]
+    fn pending_exclusion_holds_between_projected_points() {
+        let d = 4;
+        let space = cat3_space();
+        let (x, y) = cat3_history(12);
+        let c: Vec<f64> = x.chunks(d).map(|p| 1.0 + p[0]).collect();
+        let ctx = StepContext {
+            remaining_budget: Some(50.0),
+            total_budget: Some(60.0),
+            ..StepContext::default()
+        };
+        for acq in [
+            AcquisitionName::Pbgi,
+            AcquisitionName::LogEi,
+            AcquisitionName::Ucb,
+            AcquisitionName::Ts,
+            AcquisitionName::Mes,
+            AcquisitionName::Kg,
+            AcquisitionName::OneShotKg,
+            AcquisitionName::MsEi,
+            AcquisitionName::BMsEi,
+        ] {
+            let mut config = small_config(acq);
+            config.space = Some(space.clone());
+            if matches!(
+                acq,
+                AcquisitionName::OneShotKg | AcquisitionName::MsEi | AcquisitionName::BMsEi
+            ) {
+                config.multistart.raw_samples = Some(32);
+                config.multistart.num_restarts = Some(2);
+            }
+            let steps = if config.multistart.raw_samples == Some(32) {
+                3
+            } else {
+                6
+            };
+            let mut pending: Vec<f64> = Vec::new();
+            for k in 0..steps {
+                let hist = History {
+                    x: &x,
+                    y: &y,
+                    cost: &c,
+                    pending: &pending,
+                };
+                let cost = if acq == AcquisitionName::BMsEi {
+                    CostSetting::Unknown
+                } else {
+                    CostSetting::Uniform
+                };
+                let p = propose(d, hist, &config, &ctx, cost, 5 + k, None).unwrap();
+                assert!(space.is_valid(&p.x), "{acq:?}: {:?}", p.x);
+                for q in pending.chunks(d) {
+                    let dist = q
+                        .iter()
+                        .zip(&p.x)
+                        .map(|(a, b)| (a - b).powi(2))
+                        .sum::<f64>()
+                        .sqrt();
+                    assert!(
+                        dist >= PENDING_EXCLUSION_RADIUS,
+                        "{acq:?}: proposed {:?} at distance {dist} of pending {q:?}",
+                        p.x
+                    );
+                }
+                pending.extend_from_slice(&p.x);
+            }
+        }
+    }
+
+    /// Measures the mixed strategies (docs/studies.md, "Mixed spaces"): on GPs fitted to random
+    /// valid points of four mixed spaces, the acquisition value each strategy reaches at its
+    /// (valid) point, relative to the best of them, and its evaluations and time. Run with
+    /// `cargo test -p pandora-core --lib measure_mixed_strategies -- --ignored
+    /// --nocapture`.
+    #[test]
+    #[ignore]
+    fn measure_mixed_strategies() {
+        use crate::optim::mixed::{DiscreteCoord, MixedStrategy, OneHotBlock, maximize_mixed_with};
+        let block = |start, len| OneHotBlock { start, len };
+        let int8 = |index| DiscreteCoord {
+            index,
+            values: (0..8).map(|i| (i as f64 + 0.5) / 8.0).collect(),
+        };
+        let spaces = [
+            (
+                "float+cat3",
+                MixedSpace::new(4, vec![block(1, 3)], vec![]).unwrap(),
+            ),
+            (
+                "2float+cat3+int8",
+                MixedSpace::new(6, vec![block(2, 3)], vec![int8(5)]).unwrap(),
+            ),
+            (
+                "float+3cat3",
+                MixedSpace::new(10, vec![block(1, 3), block(4, 3), block(7, 3)], vec![]).unwrap(),
+            ),
+            (
+                "2float+cat5+cat4+cat4+int8",
+                MixedSpace::new(
+                    16,
+                    vec![block(2, 5), block(7, 4), block(11, 4)],
+                    vec![int8(15)],
+                )
+                .unwrap(),
+            ),
+        ];
+        let strategies = [
+            MixedStrategy::Relax,
+            MixedStrategy::LocalSearch,
+            MixedStrategy::Seeded,
+            MixedStrategy::Enumerate,
+        ];
+        for (name, space) in &spaces {
+            let d = space.dim();
+            let mut gap = [0.0f64; 4];
+            let mut worst = [0.0f64; 4];
+            let mut wins = [0usize; 4];
+            let mut evals = [0usize; 4];
+            let mut secs = [0.0f64; 4];
+            let cases = 12;
+            for case in 0..cases {
+                let mut rng = Xoshiro256PlusPlus::seed_from_u64(case as u64);
+                let n = 3 * d;
+                let mut x: Vec<f64> = (0..n * d).map(|_| rng.random::<f64>()).collect();
+                space.project_rows(&mut x);
+                let w: Vec<f64> = (0..d).map(|_| rng.random::<f64>() * 4.0 - 2.0).collect();
+                let y: Vec<f64> = x
+                    .chunks(d)
+                    .map(|p| p.iter().zip(&w).map(|(a, b)| (3.0 * a * b).sin()).sum())
+                    .collect();
+                let t = Transforms {
+                    normalize_inputs: None,
+                    standardize_outcomes: true,
+                    output_scale: None,
+                };
+                let fit = FitOptions {
+                    seed: case as u64,
+                    ..FitOptions::default()
+                };
+                let model = GpModel::fit(&x, &y, d, &t, &fit, None).unwrap();
+                let best_f = y.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                let acq_name = if case % 2 == 0 {
+                    AcquisitionName::LogEi
+                } else {
+                    AcquisitionName::Ucb
+                };
+                let params = AcquisitionParams {
+                    best_f: Some(best_f),
+                    beta: Some(2.0),
+                    ..AcquisitionParams::default()
+                };
+                let obj = OnModel::new(&model, build_pointwise(acq_name, &params, d).unwrap());
+                let ms = MultiStartOptions::default();
+                let mut vals = [0.0; 4];
+                for (k, &st) in strategies.iter().enumerate() {
+                    let t0 = std::time::Instant::now();
+                    let r = maximize_mixed_with(&obj, space, &ms, case as u64, st).unwrap();
+                    secs[k] += t0.elapsed().as_secs_f64();
+                    assert!(space.is_valid(&r.x));
+                    vals[k] = r.value;
+                    evals[k] += r.evaluations;
+                }
+                let top = vals.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                for k in 0..4 {
+                    let g = (top - vals[k]) / top.abs().max(1e-12);
+                    gap[k] += g / cases as f64;
+                    worst[k] = worst[k].max(g);
+                    if vals[k] >= top - 1e-9 * top.abs().max(1.0) {
+                        wins[k] += 1;
+                    }
+                }
+            }
+            for (k, st) in strategies.iter().enumerate() {
+                println!(
+                    "{name:28} {st:12?} best-in-{wins:2}/{cases} mean-rel-gap {:.2e} worst {:.2e} \
+                     evals/case {:8} ms/case {:7.1}",
+                    gap[k],
+                    worst[k],
+                    evals[k] / cases,
+                    1e3 * secs[k] / cases as f64,
+                    wins = wins[k],
+                );
+            }
+        }
     }
 
     #[test]

@@ -73,6 +73,7 @@
 //! Coordinates are laid out in declaration order: each `float`, `int` and `ordinal` parameter
 //! takes one coordinate, each `categorical` takes one per choice.
 
+use pandora_core::optim::{DiscreteCoord, MixedSpace, OneHotBlock};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -470,6 +471,50 @@ impl SearchSpace {
             off += d;
         }
         out
+    }
+}
+
+/// Int parameters with more values than this are optimized as continuous coordinates (relaxed,
+/// then snapped) instead of on their grid: a grid of this size is still cheap to sweep.
+pub const INT_GRID_LIMIT: f64 = 100_000.0;
+
+impl SearchSpace {
+    /// The valid points of the unit cube for the optimizer ([`MixedSpace`]): a one-hot block per
+    /// categorical parameter, a grid per ordinal (`i/(k − 1)`) and int parameter (the cell
+    /// centres that [`SearchSpace::snap`] returns; ints with more than [`INT_GRID_LIMIT`] values
+    /// stay continuous), every float continuous. Every acquisition and stopping statistic is
+    /// maximized over these points only (see `docs/studies.md`, "Mixed spaces"); for a space of
+    /// floats only the result is all-continuous and the optimizer runs unchanged.
+    pub fn mixed_space(&self) -> MixedSpace {
+        let mut one_hot = Vec::new();
+        let mut discrete = Vec::new();
+        let mut off = 0;
+        for p in &self.params {
+            match p {
+                Param::Float { .. } => {}
+                Param::Int { low, high, log, .. } => {
+                    if high - low < INT_GRID_LIMIT {
+                        let n = (high - low) as usize + 1;
+                        let values = (0..n)
+                            .map(|i| int_encode(*low, *high, *log, low + i as f64))
+                            .collect();
+                        discrete.push(DiscreteCoord { index: off, values });
+                    }
+                }
+                Param::Ordinal { values, .. } => {
+                    let k = values.len();
+                    let values = (0..k).map(|i| i as f64 / (k - 1) as f64).collect();
+                    discrete.push(DiscreteCoord { index: off, values });
+                }
+                Param::Categorical { choices, .. } => one_hot.push(OneHotBlock {
+                    start: off,
+                    len: choices.len(),
+                }),
+            }
+            off += p.dim();
+        }
+        MixedSpace::new(self.dim(), one_hot, discrete)
+            .expect("a valid search space has disjoint coordinates and increasing grids")
     }
 }
 
@@ -874,6 +919,40 @@ mod tests {
         assert!(serde_json::from_value::<SearchSpace>(kind).is_err());
         let top = json!({"params": [], "seed": 1});
         assert!(serde_json::from_value::<SearchSpace>(top).is_err());
+    }
+
+    /// The optimizer's valid points are exactly the snapped points: every projection is a fixed
+    /// point of `snap`, every snapped point is valid, and the layout matches the encoding.
+    #[test]
+    fn mixed_space_describes_the_snapped_points() {
+        let s = mixed();
+        let m = s.mixed_space();
+        assert_eq!(m.dim(), s.dim());
+        assert_eq!(m.one_hot().len(), 1);
+        assert_eq!((m.one_hot()[0].start, m.one_hot()[0].len), (5, 3));
+        let grids: Vec<(usize, usize)> = m
+            .discrete()
+            .iter()
+            .map(|c| (c.index, c.values.len()))
+            .collect();
+        assert_eq!(grids, vec![(2, 5), (3, 1009), (4, 4)]);
+        assert_eq!(m.continuous_coords(), vec![0, 1]);
+        let mut rng = Lcg(7);
+        for _ in 0..500 {
+            let x = rng.point(s.dim());
+            let p = m.project(&x);
+            // Exact on the discrete coordinates; floats move by rounding only.
+            let q = s.snap(&p);
+            assert!(
+                q.iter().zip(&p).all(|(a, b)| (a - b).abs() <= 1e-12),
+                "{x:?}"
+            );
+            assert_eq!(q[2..], p[2..], "{x:?}");
+            assert!(m.is_valid(&s.snap(&x)), "{x:?}");
+        }
+        // Floats only: all-continuous (the optimizer runs unchanged).
+        let floats = SearchSpace::new(vec![float("a", 0.0, 1.0, false)]).unwrap();
+        assert!(floats.mixed_space().is_continuous());
     }
 
     #[test]

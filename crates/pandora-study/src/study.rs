@@ -256,6 +256,8 @@ impl Study {
             },
             initial_design: p.initial_design,
             design_seed: p.seed,
+            // Mixed spaces (issue 20.1/21.4): acquisitions maximized over valid points only.
+            space: Some(self.space.mixed_space()),
             ..StepConfig::default()
         })
     }
@@ -899,6 +901,8 @@ fn check_stopping(
         previous_model: None,
         cost_info,
         candidates: None,
+        // The stopping statistic over exactly the points the study can propose.
+        space: step.space.as_ref(),
         supplied,
         seed: step_seed(config, trials.len()),
     };

@@ -5,14 +5,20 @@
 //! - [`sobol`]: Owen-scrambled Sobol points in `[0,1)^d` (`f64`, up to 1024 dimensions).
 //! - [`multistart`]: BoTorch-style multi-start maximization of an [`Objective`] on a box, with
 //!   deterministic parallel restarts.
+//! - [`mixed`]: the valid points of a cube with one-hot blocks and discrete coordinates
+//!   ([`MixedSpace`]) and maximization over them only ([`maximize_mixed`]).
 
 pub mod lbfgsb;
+pub mod mixed;
 pub mod multistart;
 pub mod sobol;
 mod sobol_directions;
 
 pub use lbfgsb::{
     LbfgsbOptions, LbfgsbResult, LbfgsbWorkspace, Termination, minimize, minimize_with_workspace,
+};
+pub use mixed::{
+    DiscreteCoord, MixedSpace, MixedStrategy, OneHotBlock, maximize_mixed, maximize_mixed_with,
 };
 pub use multistart::{
     MultiStartOptions, MultiStartResult, Objective, boltzmann_select, maximize, maximize_discrete,

@@ -49,6 +49,7 @@ pub use regret::{
 use crate::acquisition::{CostModel, UnknownCost};
 use crate::error::{Error, Result};
 use crate::gp::GpModel;
+use crate::optim::MixedSpace;
 use serde::{Deserialize, Serialize};
 
 /// How the statistic is compared with its threshold: the rule wants to stop when
@@ -272,6 +273,10 @@ pub struct RunState<'a> {
     pub cost_info: CostInfo<'a>,
     /// Extra or exclusive candidate points for the maximizations.
     pub candidates: Option<Candidates<'a>>,
+    /// The valid points of the cube (a study's categorical and discrete parameters): the
+    /// statistics are maximized over exactly the set the study can propose
+    /// ([`crate::optim::maximize_mixed`]). `None`: the whole cube.
+    pub space: Option<&'a MixedSpace>,
     /// Statistics already computed by the caller.
     pub supplied: SuppliedStatistics,
     /// Seed of the rule's randomness (multi-start selection, posterior samples).
@@ -291,6 +296,7 @@ impl<'a> RunState<'a> {
             previous_model: None,
             cost_info: CostInfo::Uniform,
             candidates: None,
+            space: None,
             supplied: SuppliedStatistics::default(),
             seed: 0,
         }
@@ -333,6 +339,11 @@ impl<'a> RunState<'a> {
                 "candidates",
                 "must be a non-empty row-major m x d array",
             ));
+        }
+        if let Some(s) = self.space
+            && s.dim() != self.d
+        {
+            return Err(Error::dim("run space", self.d, s.dim()));
         }
         Ok(())
     }

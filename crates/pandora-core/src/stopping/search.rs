@@ -4,6 +4,7 @@ use super::{Candidates, OptimizerConfig, RunState};
 use crate::acquisition::{OnModel, PointwiseAcquisition};
 use crate::error::Result;
 use crate::gp::GpModel;
+use crate::optim::mixed::maximize_mixed;
 use crate::optim::multistart::{maximize, maximize_discrete};
 
 /// Rows of `points` that are not (to within `1e-12` per coordinate) an observed point.
@@ -21,7 +22,8 @@ pub(crate) fn unevaluated(points: &[f64], observed: &[f64], d: usize) -> Vec<f64
 }
 
 /// `max_x a(x)` of a pointwise acquisition on `model` (with the run's cost model): multi-start
-/// L-BFGS-B on `[0,1]^d` plus the extra candidates, or only the candidates when they are
+/// L-BFGS-B on `[0,1]^d` (on its valid points only when the run has a mixed
+/// [`RunState::space`]) plus the extra candidates, or only the candidates when they are
 /// exclusive, then without the evaluated ones if `exclude_evaluated` (`−∞` if every candidate has
 /// been evaluated). Returns the value and the point.
 pub(crate) fn maximize_pointwise<A: PointwiseAcquisition>(
@@ -55,7 +57,12 @@ pub(crate) fn maximize_pointwise<A: PointwiseAcquisition>(
                 Ok((v, open[i * d..(i + 1) * d].to_vec()))
             }
             extra => {
-                let r = maximize(&obj, &opt.multistart(), seed)?;
+                let r = match state.space {
+                    Some(s) if !s.is_continuous() => {
+                        maximize_mixed(&obj, s, &opt.multistart(), seed)?
+                    }
+                    _ => maximize(&obj, &opt.multistart(), seed)?,
+                };
                 let mut best = (r.value, r.x);
                 if let Some(c) = extra {
                     let (i, v) = maximize_discrete(&obj, c.points)?;
