@@ -9,6 +9,7 @@ mod input;
 mod plot;
 mod progress;
 mod study_cmd;
+mod study_plot;
 
 use clap::{Parser, Subcommand};
 
