@@ -120,7 +120,7 @@ enum Command {
     Boxes {
         /// Instance file (`-` or absent: stdin).
         file: Option<String>,
-        /// Also compute the brute-force DP optimum (discrete rewards, at most 12 boxes).
+        /// Also compute the brute-force DP optimum (discrete rewards, at most 16 boxes).
         #[arg(long)]
         verify: bool,
     },
