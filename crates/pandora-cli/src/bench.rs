@@ -1,5 +1,5 @@
 //! `pandora bench`: wall-clock medians of the numerical core on fixed, seeded workloads, printed as
-//! JSON lines. The workloads mirror `../shared/peer-bench` (d = 8, Matérn-5/2 ARD): posterior and
+//! JSON lines. The workloads mirror `bench/peer/` (d = 8, Matérn-5/2 ARD): posterior and
 //! LogEI at 1600 points, the log marginal likelihood with its gradient, a full MAP fit, and a
 //! multi-start LogEI maximization.
 

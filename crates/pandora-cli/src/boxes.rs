@@ -1,13 +1,10 @@
 //! `pandora boxes`: solve a Pandora's Box instance exactly. JSON in, JSON out: the index of every
 //! box, Weitzman's opening order and the exact expected net utility of the policy; with `--verify`
-//! (discrete instances with at most 12 boxes) also the brute-force DP optimum.
+//! (discrete rewards, at most [`DP_MAX_BOXES`] boxes) also the brute-force DP optimum.
 
-use anyhow::{Result, bail};
-use pandora_core::gittins::{Cost, PandoraBox, Problem, Reward, dp_optimum};
+use anyhow::{Context, Result, bail};
+use pandora_core::gittins::{Cost, DP_MAX_BOXES, PandoraBox, Problem, Reward, dp_optimum};
 use serde::{Deserialize, Serialize};
-
-/// Largest instance `--verify` accepts (the DP is exponential in the number of boxes).
-const VERIFY_MAX_BOXES: usize = 12;
 
 /// Most boxes in an instance. Weitzman's policy costs `O(n · (n + V))` distribution evaluations
 /// for `n` boxes with `V` support points in all (the opening probability of each box multiplies
@@ -124,13 +121,10 @@ fn solve(text: &str, verify: bool) -> Result<BoxesOutput> {
     let problem = Problem::new(boxes, input.fallback)?;
     let pol = problem.weitzman()?;
     let dp_expected_utility = if verify {
-        if !problem.is_discrete() || problem.boxes.len() > VERIFY_MAX_BOXES {
-            bail!(
-                "--verify needs discrete rewards and at most {VERIFY_MAX_BOXES} boxes (got {} boxes)",
-                problem.boxes.len()
-            );
-        }
-        Some(dp_optimum(&problem)?)
+        // The DP names the cause: the first box without discrete rewards, or the box count.
+        Some(dp_optimum(&problem).with_context(|| {
+            format!("--verify (dynamic programming needs discrete rewards and at most {DP_MAX_BOXES} boxes)")
+        })?)
     } else {
         None
     };
@@ -164,7 +158,22 @@ mod tests {
         let out = solve(EXAMPLE, false).unwrap();
         assert_eq!(out.indices.len(), 2);
         assert!(out.expected_utility.is_finite());
-        assert!(solve(EXAMPLE, true).is_err()); // normal box: no DP
+        // A normal box: the DP cannot verify, and the error blames that box, not the count.
+        let e = format!("{:#}", solve(EXAMPLE, true).unwrap_err());
+        assert!(e.contains("--verify"), "{e}");
+        assert!(e.contains("boxes[1].normal"), "{e}");
+        assert!(!e.contains("got 2 boxes"), "{e}");
+    }
+
+    #[test]
+    fn verify_accepts_as_many_boxes_as_the_python_package() {
+        let one = r#"{"cost": 0.1, "rewards": {"values": [0.0, 1.0], "probs": [0.5, 0.5]}}"#;
+        let many = |n: usize| format!(r#"{{"boxes": [{}]}}"#, vec![one; n].join(","));
+        let out = solve(&many(DP_MAX_BOXES), true).unwrap();
+        let dp = out.dp_expected_utility.unwrap();
+        assert!((dp - out.expected_utility).abs() < 1e-12);
+        let e = format!("{:#}", solve(&many(DP_MAX_BOXES + 1), true).unwrap_err());
+        assert!(e.contains("at most 16 boxes"), "{e}");
     }
 
     #[test]

@@ -228,7 +228,9 @@ fn objective(name: &str, seed: u64) -> Result<Box<dyn CvsFunction + Send>> {
 
 fn load(path: &str, smoke: bool) -> Result<Plan> {
     let text = std::fs::read_to_string(path).with_context(|| format!("reading {path}"))?;
-    let cfg: Config = toml::from_str(&text).with_context(|| format!("parsing {path}"))?;
+    let cfg: Config = toml::from_str(&text)
+        .map_err(crate::input::plain)
+        .with_context(|| format!("parsing {path}"))?;
     if cfg.policies.names.is_empty() || cfg.problem.is_empty() {
         bail!("{path}: give at least one policy and one [[problem]]");
     }

@@ -1,6 +1,7 @@
 //! Reading JSON requests from a file or stdin, with errors that name the offending field.
 
 use anyhow::{Context, Result, anyhow};
+use pandora_study::error::plain_words;
 use serde::de::DeserializeOwned;
 use std::io::Read;
 
@@ -19,15 +20,24 @@ pub fn read(path: Option<&str>, what: &str) -> Result<String> {
     }
 }
 
-/// Parses JSON into `T`; a type error is reported as `field.path: reason`.
+/// Parses JSON into `T`; a type error is reported as `field.path: reason`, in user words
+/// ([`plain`]).
 pub fn parse<T: DeserializeOwned>(text: &str) -> Result<T> {
     let de = &mut serde_json::Deserializer::from_str(text);
     serde_path_to_error::deserialize(de).map_err(|e| {
         let path = e.path().to_string();
+        let reason = plain_words(&e.inner().to_string());
         if path == "." {
-            anyhow!("{}", e.inner())
+            anyhow!("{reason}")
         } else {
-            anyhow!("{path}: {}", e.inner())
+            anyhow!("{path}: {reason}")
         }
     })
+}
+
+/// A deserialization error (TOML, JSON) as an error whose message names types in user words:
+/// "expected a whole number >= 0" instead of "expected usize" (see
+/// [`pandora_study::error::plain_words`]).
+pub fn plain(e: impl std::fmt::Display) -> anyhow::Error {
+    anyhow::Error::msg(plain_words(&e.to_string()))
 }

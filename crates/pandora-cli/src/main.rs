@@ -10,6 +10,7 @@ mod input;
 mod plot;
 mod progress;
 mod study_cmd;
+mod study_plot;
 
 use clap::{Parser, Subcommand};
 
@@ -121,7 +122,7 @@ enum Command {
     Boxes {
         /// Instance file (`-` or absent: stdin).
         file: Option<String>,
-        /// Also compute the brute-force DP optimum (discrete rewards, at most 12 boxes).
+        /// Also compute the brute-force DP optimum (discrete rewards, at most 16 boxes).
         #[arg(long)]
         verify: bool,
     },

@@ -10,7 +10,7 @@ use pandora_problems::Builtin;
 use pandora_study::command::{self, CommandSpec, Reported};
 use pandora_study::config::{CostKind, MAX_DURATION_S, ObjectiveKind};
 use pandora_study::storage::Storage;
-use pandora_study::{Ask, Outcome, Study, StudyConfig, Trial, TrialState};
+use pandora_study::{Ask, Outcome, Study, StudyConfig, Trial};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -725,7 +725,10 @@ pub fn export(target: &Target, format: &str) -> Result<()> {
     let mut study = target.study()?;
     let trials = study.trials().map_err(|e| anyhow!("{e}"))?;
     match format {
-        "json" => println!("{}", serde_json::to_string_pretty(&trials)?),
+        "json" => {
+            let rows: Vec<serde_json::Value> = trials.iter().map(Trial::export_json).collect();
+            println!("{}", serde_json::to_string_pretty(&rows)?);
+        }
         "csv" => {
             let names: Vec<String> = study.space().names().map(str::to_string).collect();
             let mut header = vec![
@@ -735,7 +738,9 @@ pub fn export(target: &Target, format: &str) -> Result<()> {
                 "cost",
                 "worker",
                 "created_at",
+                "created_at_iso",
                 "finished_at",
+                "finished_at_iso",
                 "phase",
                 "acquisition_value",
                 "lambda",
@@ -760,6 +765,10 @@ pub fn export(target: &Target, format: &str) -> Result<()> {
                     .join(",")
             );
             let num = |v: Option<f64>| v.map_or(String::new(), |x| format!("{x}"));
+            let iso = |v: Option<f64>| {
+                v.and_then(pandora_study::trial::iso8601_utc)
+                    .unwrap_or_default()
+            };
             for t in &trials {
                 let mut row = vec![
                     t.number.to_string(),
@@ -768,7 +777,9 @@ pub fn export(target: &Target, format: &str) -> Result<()> {
                     num(t.cost),
                     t.worker.clone().unwrap_or_default(),
                     format!("{}", t.created_at),
+                    iso(Some(t.created_at)),
                     num(t.finished_at),
+                    iso(t.finished_at),
                     t.decision.phase.name().to_string(),
                     num(t.decision.acquisition_value),
                     num(t.decision.lambda),
@@ -800,82 +811,6 @@ pub fn export(target: &Target, format: &str) -> Result<()> {
     Ok(())
 }
 
-/// The figure of a study: best value so far against cumulative cost, and cost per trial.
-///
-/// Trials are taken in order of their numbers; the cumulative cost adds every evaluated trial's
-/// cost (failed ones included, when they consumed any).
-pub fn study_figure(study: &Study, trials: &[Trial]) -> plot::Figure {
-    let dir = study.config().study.direction;
-    let mut sorted: Vec<&Trial> = trials.iter().collect();
-    sorted.sort_by_key(|t| t.number);
-    let (mut best_x, mut best_y) = (Vec::new(), Vec::new());
-    let (mut obs_x, mut obs_y) = (Vec::new(), Vec::new());
-    let (mut ok_n, mut ok_c, mut bad_n, mut bad_c) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    let mut cumulative = 0.0;
-    let mut best: Option<f64> = None;
-    for t in sorted {
-        let Some(c) = t.cost.filter(|c| c.is_finite()) else {
-            continue;
-        };
-        cumulative += c;
-        match (t.state, t.objective) {
-            (TrialState::Complete, Some(v)) if v.is_finite() => {
-                if best.is_none_or(|b| dir.to_internal(v) > dir.to_internal(b)) {
-                    best = Some(v);
-                }
-                obs_x.push(cumulative);
-                obs_y.push(v);
-                ok_n.push(t.number as f64);
-                ok_c.push(c);
-            }
-            _ => {
-                bad_n.push(t.number as f64);
-                bad_c.push(c);
-            }
-        }
-        if let Some(b) = best {
-            best_x.push(cumulative);
-            best_y.push(b);
-        }
-    }
-    let name = &study.config().study.name;
-    let direction = match dir {
-        pandora_study::space::Direction::Maximize => "maximize",
-        pandora_study::space::Direction::Minimize => "minimize",
-    };
-    plot::Figure {
-        title: format!("study {name} ({direction})"),
-        panels: vec![
-            plot::Panel {
-                title: "best value so far".into(),
-                x_label: "cumulative cost".into(),
-                y_label: "objective".into(),
-                log_y: false,
-                series: vec![
-                    plot::Series::line("best so far", best_x, best_y),
-                    plot::Series::points("trials", obs_x, obs_y).with_color(7),
-                ],
-                legend: match dir {
-                    pandora_study::space::Direction::Maximize => plot::Legend::LowerRight,
-                    pandora_study::space::Direction::Minimize => plot::Legend::UpperRight,
-                },
-            },
-            plot::Panel {
-                title: "cost per trial".into(),
-                x_label: "trial".into(),
-                y_label: "cost".into(),
-                log_y: false,
-                series: vec![
-                    plot::Series::points("complete", ok_n, ok_c),
-                    plot::Series::points("failed", bad_n, bad_c).with_color(3),
-                ],
-                legend: plot::Legend::UpperRight,
-            },
-        ],
-    }
-}
-
 /// `pandora plot CONFIG [--out FILE]`: writes the study's figure (PNG or SVG by extension;
 /// default `<study>.png`) and prints `{"figure": FILE, "trials": N}`.
 pub fn plot(target: &Target, out: Option<&str>) -> Result<()> {
@@ -885,7 +820,8 @@ pub fn plot(target: &Target, out: Option<&str>) -> Result<()> {
         || format!("{}.png", study.config().study.name),
         str::to_string,
     );
-    let fig = study_figure(&study, &trials);
+    let c = study.config();
+    let fig = crate::study_plot::study_figure(&c.study.name, c.study.direction, &trials);
     plot::render(&fig, std::path::Path::new(&out))?;
     println!("{}", json!({"figure": out, "trials": trials.len()}));
     Ok(())

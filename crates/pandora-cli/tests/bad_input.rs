@@ -240,6 +240,14 @@ fn impossible_configs_are_errors_naming_the_problem_and_create_nothing() {
             "unknown variant `up`",
         ),
         (good.replace("[policy]", "[polcy]"), "polcy"),
+        (
+            good.replace("max_trials = 12\n", ""),
+            "budget: the study has no limit",
+        ),
+        (
+            good.replace("max_trials = 12", "max_trials = 2.5"),
+            "expected a whole number >= 0",
+        ),
     ];
     for (cfg, expected) in cases {
         assert_ne!(

@@ -87,16 +87,16 @@ pub fn solve_boxes(py: Python<'_>, instance_json: &str, verify: bool) -> PyResul
         boxes.push(PandoraBox { reward, cost });
     }
     let problem = Problem::new(boxes, input.fallback).map_err(core_err)?;
-    if verify && (!problem.is_discrete() || problem.boxes.len() > DP_MAX_BOXES) {
-        return Err(value_err(format!(
-            "verify needs discrete rewards and at most {DP_MAX_BOXES} boxes (got {} boxes)",
-            problem.boxes.len()
-        )));
-    }
     let out = py.detach(|| -> PyResult<Output> {
         let pol = problem.weitzman().map_err(core_err)?;
         let dp = if verify {
-            Some(dp_optimum(&problem).map_err(core_err)?)
+            // The DP's error names the cause (a box without discrete rewards, or the count).
+            Some(dp_optimum(&problem).map_err(|e| {
+                value_err(format!(
+                    "verify (dynamic programming needs discrete rewards and at most \
+                     {DP_MAX_BOXES} boxes): {e}"
+                ))
+            })?)
         } else {
             None
         };

@@ -27,9 +27,13 @@ pub fn study_err(e: pandora_study::Error) -> PyErr {
     }
 }
 
-/// A JSON (de)serialization error as `ValueError`.
+/// A JSON (de)serialization error as `ValueError`, in user words ("expected a number", not
+/// "expected f64").
 pub fn json_err(e: serde_json::Error) -> PyErr {
-    PyValueError::new_err(format!("invalid JSON: {e}"))
+    PyValueError::new_err(format!(
+        "invalid JSON: {}",
+        pandora_study::error::plain_words(&e.to_string())
+    ))
 }
 
 /// `ValueError(msg)`.

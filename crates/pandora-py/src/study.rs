@@ -167,7 +167,16 @@ impl NativeStudy {
     /// All trials as a JSON array.
     fn trials_json(&self, py: Python<'_>) -> PyResult<String> {
         py.detach(|| {
-            self.with(|s| serde_json::to_string(&s.trials().map_err(study_err)?).map_err(json_err))
+            self.with(|s| {
+                // With ISO 8601 UTC timestamps next to the Unix ones, as `pandora export`.
+                let trials: Vec<serde_json::Value> = s
+                    .trials()
+                    .map_err(study_err)?
+                    .iter()
+                    .map(pandora_study::Trial::export_json)
+                    .collect();
+                serde_json::to_string(&trials).map_err(json_err)
+            })
         })
     }
 

@@ -242,6 +242,18 @@ def test_pandora_run_refuses_a_python_driven_study(tmp_path, pandora_bin):
     assert "<svg" in fig.read_text()
 
 
+def test_a_command_study_without_a_limit_is_refused_unless_unbounded(tmp_path):
+    # `pandora run` would never stop: the configuration names the fields that bound it.
+    with pytest.raises(ValueError, match=r"budget\.total.*budget\.max_trials.*policy\.stopping"):
+        pandora.Study.create("nolimit", f"sqlite:{tmp_path}/n.db", space={"a": (0.0, 1.0)},
+                             command=["python3", "f.py"])
+    s = pandora.Study.create("nolimit", f"sqlite:{tmp_path}/n.db", space={"a": (0.0, 1.0)},
+                             command=["python3", "f.py"], unbounded=True)
+    assert s.config["budget"]["unbounded"] is True
+    # A study driven by ask/tell from Python is bounded by the caller's own loop.
+    pandora.Study.create("ext", f"sqlite:{tmp_path}/n.db", space={"a": (0.0, 1.0)})
+
+
 def test_a_command_makes_the_study_runnable_by_the_cli(tmp_path, pandora_bin):
     import sys
     code = "import json,sys; p=json.load(sys.stdin); print(-(p['a']-0.25)**2)"

@@ -22,6 +22,8 @@
 //! max_trials = 500                # optional
 //! count_initial = true            # whether the initial design's cost counts (papers: false)
 //! predicted_cost_must_fit = true  # unknown costs: stop if E[c] of the next point exceeds the rest
+//! # unbounded = true              # required when a builtin or command study has no total, no
+//! #                               # max_trials and no stopping rule: it then runs until stopped
 //!
 //! [policy]
 //! acquisition = "pbgi_d"
@@ -30,7 +32,7 @@
 //! stopping = { rule = "pbgi", lambda = "auto" }   # optional cost-aware stopping rule
 //! ```
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, plain_words};
 use crate::space::{Direction, Param, SearchSpace};
 use pandora_core::stopping::{RuleConfig, StoppingConfig};
 use serde::{Deserialize, Serialize};
@@ -199,6 +201,15 @@ pub struct BudgetSection {
     /// (`E[c]` under the log-cost GP) exceeds the remaining budget (default true).
     #[serde(default = "yes")]
     pub predicted_cost_must_fit: bool,
+    /// Says that a study Pandora evaluates (builtin or command objective) has no limit on purpose:
+    /// without `total`, `max_trials` and a stopping rule, validation refuses it unless this is
+    /// true (`pandora run` would otherwise run until it is killed).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub unbounded: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 impl Default for BudgetSection {
@@ -208,6 +219,7 @@ impl Default for BudgetSection {
             max_trials: None,
             count_initial: true,
             predicted_cost_must_fit: true,
+            unbounded: false,
         }
     }
 }
@@ -289,7 +301,8 @@ impl StudyConfig {
     pub fn from_toml(text: &str) -> Result<Self> {
         let cfg: StudyConfig = toml::from_str(text).map_err(|e| {
             // Serde loses the key inside a tagged `[[space]]` entry: name it ourselves.
-            space_type_error(text).unwrap_or_else(|| Error::invalid("config", e.to_string()))
+            space_type_error(text)
+                .unwrap_or_else(|| Error::invalid("config", plain_words(&e.to_string())))
         })?;
         cfg.validate()?;
         Ok(cfg)
@@ -424,14 +437,7 @@ impl StudyConfig {
             }
             _ => {}
         }
-        if let Some(b) = self.budget.total
-            && !(b.is_finite() && b > 0.0)
-        {
-            return Err(Error::invalid("budget.total", "must be > 0"));
-        }
-        if self.budget.max_trials == Some(0) {
-            return Err(Error::invalid("budget.max_trials", "must be at least 1"));
-        }
+        self.validate_limits()?;
         let name = pandora_core::acquisition::AcquisitionName::parse(&self.policy.acquisition)
             .map_err(|e| Error::invalid("policy.acquisition", e.to_string()))?;
         if name == pandora_core::acquisition::AcquisitionName::Pbgi && self.policy.lambda.is_none()
@@ -473,6 +479,38 @@ impl StudyConfig {
         }
         if let Some(c) = &self.cvs {
             c.validate(self)?;
+        }
+        Ok(())
+    }
+
+    /// Checks `[budget]`: a positive total, a positive `max_trials`, and some limit (a total,
+    /// `max_trials` or a stopping rule) on a study that Pandora evaluates itself, unless it says
+    /// `unbounded = true`. External studies are driven by the caller's own loop and need none.
+    fn validate_limits(&self) -> Result<()> {
+        let b = &self.budget;
+        if let Some(t) = b.total
+            && !(t.is_finite() && t > 0.0)
+        {
+            return Err(Error::invalid("budget.total", "must be > 0"));
+        }
+        if b.max_trials == Some(0) {
+            return Err(Error::invalid("budget.max_trials", "must be at least 1"));
+        }
+        let limited = b.total.is_some() || b.max_trials.is_some() || self.policy.stopping.is_some();
+        if b.unbounded && limited {
+            return Err(Error::invalid(
+                "budget.unbounded",
+                "true means the study has no limit, but budget.total, budget.max_trials or \
+                 policy.stopping is set: remove one of them",
+            ));
+        }
+        if !limited && !b.unbounded && self.objective_kind() != ObjectiveKind::External {
+            return Err(Error::invalid(
+                "budget",
+                "the study has no limit and would run until it is killed: give budget.total \
+                 (in cost units), budget.max_trials and/or policy.stopping, or set \
+                 budget.unbounded = true to run it without one",
+            ));
         }
         Ok(())
     }
@@ -742,4 +780,106 @@ fn space_type_error(text: &str) -> Option<Error> {
         }
     }
     None
+}
+
+#[cfg(test)]
+mod limit_tests {
+    use super::*;
+
+    const BUILTIN: &str = "[study]\nname = \"s\"\n[objective]\nbuiltin = \"ackley\"\ndim = 2\n";
+
+    fn err(text: &str) -> (String, String) {
+        match StudyConfig::from_toml(text) {
+            Err(Error::Invalid { what, reason }) => (what, reason),
+            other => panic!("expected an invalid-config error for\n{text}\ngot {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_study_without_any_limit_is_refused_naming_the_fields() {
+        let (what, reason) = err(BUILTIN);
+        assert_eq!(what, "budget");
+        for field in [
+            "budget.total",
+            "budget.max_trials",
+            "policy.stopping",
+            "budget.unbounded = true",
+        ] {
+            assert!(reason.contains(field), "{field}: {reason}");
+        }
+        let command = "[study]\nname = \"c\"\n[objective]\ncommand = [\"python3\", \"f.py\"]\n\
+                       [[space]]\nname = \"x\"\ntype = \"float\"\nlow = 0.0\nhigh = 1.0\n";
+        assert_eq!(err(command).0, "budget");
+        // Each limit on its own is enough.
+        for limit in [
+            "[budget]\ntotal = 10.0\n",
+            "[budget]\nmax_trials = 5\n",
+            "[policy]\nstopping = { rule = \"pbgi\", lambda = 1e-3 }\n",
+            "[budget]\nunbounded = true\n",
+        ] {
+            StudyConfig::from_toml(&format!("{BUILTIN}{limit}")).unwrap();
+            StudyConfig::from_toml(&format!("{command}{limit}")).unwrap();
+        }
+    }
+
+    #[test]
+    fn external_studies_need_no_limit_and_unbounded_round_trips() {
+        let external = "[study]\nname = \"e\"\n[objective]\nkind = \"external\"\n\
+                        [[space]]\nname = \"x\"\ntype = \"float\"\nlow = 0.0\nhigh = 1.0\n";
+        StudyConfig::from_toml(external).unwrap();
+        let cfg =
+            StudyConfig::from_toml(&format!("{BUILTIN}[budget]\nunbounded = true\n")).unwrap();
+        assert!(cfg.budget.unbounded);
+        let back = StudyConfig::from_toml(&toml::to_string(&cfg).unwrap()).unwrap();
+        assert_eq!(back, cfg);
+        // Configurations without the field serialize as before.
+        let bounded = StudyConfig::from_toml(&format!("{BUILTIN}[budget]\ntotal = 5.0\n")).unwrap();
+        assert!(
+            !serde_json::to_string(&bounded)
+                .unwrap()
+                .contains("unbounded")
+        );
+    }
+
+    #[test]
+    fn unbounded_with_a_limit_is_a_contradiction() {
+        for limit in [
+            "[budget]\nunbounded = true\ntotal = 10.0\n",
+            "[budget]\nunbounded = true\nmax_trials = 3\n",
+            "[budget]\nunbounded = true\n[policy]\nstopping = { rule = \"pbgi\", lambda = 1e-3 }\n",
+        ] {
+            assert_eq!(
+                err(&format!("{BUILTIN}{limit}")).0,
+                "budget.unbounded",
+                "{limit}"
+            );
+        }
+        assert_eq!(
+            err(&format!("{BUILTIN}[budget]\nmax_trials = 0\n")).0,
+            "budget.max_trials"
+        );
+    }
+
+    #[test]
+    fn type_errors_use_user_words() {
+        for (bad, words) in [
+            (
+                "[budget]\nmax_trials = \"ten\"\n",
+                "expected a whole number >= 0",
+            ),
+            (
+                "[budget]\nmax_trials = -3\n",
+                "expected a whole number >= 0",
+            ),
+            ("[budget]\ntotal = \"lots\"\n", "expected a number"),
+            ("[budget]\ntotal = [1.0]\n", "invalid type: list"),
+        ] {
+            let (what, reason) = err(&format!("{BUILTIN}{bad}"));
+            assert_eq!(what, "config");
+            assert!(reason.contains(words), "{bad}: {reason}");
+            for jargon in ["usize", "u64", "f64", "sequence"] {
+                assert!(!reason.contains(jargon), "{bad}: {reason}");
+            }
+        }
+    }
 }

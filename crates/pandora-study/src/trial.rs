@@ -71,6 +71,61 @@ pub struct Trial {
     pub error: Option<String>,
 }
 
+impl Trial {
+    /// The trial as JSON for exports: every field, and next to each Unix timestamp
+    /// (`created_at`, `finished_at`, `heartbeat_at`, in seconds) the same instant as an ISO 8601
+    /// UTC string (`created_at_iso`, ... ; `null` when the timestamp is absent).
+    pub fn export_json(&self) -> serde_json::Value {
+        let mut v = serde_json::to_value(self).unwrap_or(serde_json::Value::Null);
+        if let Some(obj) = v.as_object_mut() {
+            for (key, secs) in [
+                ("created_at_iso", Some(self.created_at)),
+                ("finished_at_iso", self.finished_at),
+                ("heartbeat_at_iso", Some(self.heartbeat_at)),
+            ] {
+                obj.insert(key.into(), secs.and_then(iso8601_utc).into());
+            }
+        }
+        v
+    }
+}
+
+/// A Unix time in seconds as an ISO 8601 UTC timestamp with milliseconds
+/// (`2026-11-25T22:40:20.123Z`); `None` if it is not finite or beyond year ±262143.
+///
+/// The calendar date comes from the day count by Howard Hinnant's `civil_from_days` (proleptic
+/// Gregorian calendar, exact for every day), so no date library is needed.
+pub fn iso8601_utc(unix_seconds: f64) -> Option<String> {
+    let ms = (unix_seconds * 1e3).round();
+    if !ms.is_finite() || ms.abs() > 8.0e18 {
+        return None;
+    }
+    let ms = ms as i64;
+    let days = ms.div_euclid(86_400_000);
+    let in_day = ms.rem_euclid(86_400_000);
+    let (h, m, s, milli) = (
+        in_day / 3_600_000,
+        in_day / 60_000 % 60,
+        in_day / 1000 % 60,
+        in_day % 1000,
+    );
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    if !(-262_143..=262_143).contains(&year) {
+        return None;
+    }
+    Some(format!(
+        "{year:04}-{month:02}-{day:02}T{h:02}:{m:02}:{s:02}.{milli:03}Z"
+    ))
+}
+
 /// The outcome a worker reports for a trial.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Outcome {
@@ -134,4 +189,54 @@ pub enum Decided {
     Trial(NewTrial, serde_json::Value),
     /// No trial; store the state if given.
     Finished(Finished, Option<serde_json::Value>),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Reference values from GNU `date -u -d @SECONDS +%Y-%m-%dT%H:%M:%S` (an independent
+    /// implementation), including leap days, century rules and times before 1970.
+    #[test]
+    fn iso8601_matches_gnu_date() {
+        for (secs, want) in [
+            (0.0, "1970-01-01T00:00:00.000Z"),
+            (1_764_110_420.123, "2025-11-25T22:40:20.123Z"),
+            (951_782_400.0, "2000-02-29T00:00:00.000Z"),
+            (4_107_542_400.0, "2100-03-01T00:00:00.000Z"),
+            (1_709_251_199.9996, "2024-03-01T00:00:00.000Z"),
+            (-1.5, "1969-12-31T23:59:58.500Z"),
+            (-2_208_988_800.0, "1900-01-01T00:00:00.000Z"),
+            (253_402_300_799.0, "9999-12-31T23:59:59.000Z"),
+        ] {
+            assert_eq!(iso8601_utc(secs).as_deref(), Some(want), "{secs}");
+        }
+        assert_eq!(iso8601_utc(f64::NAN), None);
+        assert_eq!(iso8601_utc(f64::INFINITY), None);
+        assert_eq!(iso8601_utc(1e300), None);
+    }
+
+    #[test]
+    fn export_json_puts_iso_timestamps_next_to_the_numbers() {
+        let t = Trial {
+            number: 3,
+            state: TrialState::Running,
+            params: serde_json::json!({"a": 1}),
+            x: vec![0.5],
+            objective: None,
+            cost: None,
+            worker: Some("w".into()),
+            created_at: 0.25,
+            finished_at: None,
+            heartbeat_at: 60.0,
+            decision: DecisionRecord::new(pandora_core::policy::Phase::InitialDesign, "test"),
+            error: None,
+        };
+        let v = t.export_json();
+        assert_eq!(v["created_at"], 0.25);
+        assert_eq!(v["created_at_iso"], "1970-01-01T00:00:00.250Z");
+        assert_eq!(v["finished_at_iso"], serde_json::Value::Null);
+        assert_eq!(v["heartbeat_at_iso"], "1970-01-01T00:01:00.000Z");
+        assert_eq!(v["number"], 3);
+    }
 }

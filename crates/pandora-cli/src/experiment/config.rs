@@ -322,7 +322,9 @@ pub fn step_seed(seed: u64, k: usize) -> u64 {
 
 /// Parses a configuration file's text.
 pub fn parse(text: &str) -> Result<ExperimentFile> {
-    toml::from_str(text).map_err(|e| anyhow!("invalid experiment configuration: {e}"))
+    toml::from_str(text)
+        .map_err(crate::input::plain)
+        .context("invalid experiment configuration")
 }
 
 /// Reads and parses a configuration file.

@@ -189,6 +189,7 @@ class Study:
         cost_slope: float = 20.0,
         predicted_cost_must_fit: bool = True,
         command: Optional[Sequence[str]] = None,
+        unbounded: bool = False,
     ) -> "Study":
         r"""Creates the study ``name`` in ``storage`` (or opens it if it exists with the same space
         and direction; otherwise ``ValueError``).
@@ -243,7 +244,11 @@ class Study:
                 of the previous ask's trees (default ``True``).
             count_initial: whether the initial design's cost counts toward the budget.
             command: optionally the objective command of the configuration (so that
-                ``pandora run`` can evaluate trials too); see docs/python.md.
+                ``pandora run`` can evaluate trials too); see docs/python.md. A study with a
+                command needs a limit (``budget``, ``max_trials`` or ``stopping="pbgi"``) or
+                ``unbounded=True``: ``pandora run`` would otherwise never stop.
+            unbounded: says that a study with a ``command`` and no limit is meant to run until
+                stopped by hand (``[budget] unbounded = true``).
         """
         if budget is not None and not (isinstance(budget, (int, float)) and math.isfinite(budget)
                                        and budget > 0):
@@ -295,6 +300,10 @@ class Study:
                 if not isinstance(value, bool):
                     raise ValueError(f"{key} must be True or False, got {value!r}")
                 config["policy"][key] = value
+        if not isinstance(unbounded, bool):
+            raise ValueError(f"unbounded must be True or False, got {unbounded!r}")
+        if unbounded:
+            config["budget"]["unbounded"] = True
         if cost == "known":
             config["cost"]["formula"] = "linear_mean"
         return cls(NativeStudy.open(json.dumps(config)))
@@ -419,7 +428,9 @@ class Study:
     def trials(self) -> List[Dict[str, Any]]:
         """Every trial as a plain dict: ``number``, ``state`` (running/complete/failed/abandoned),
         ``params``, ``x`` (unit cube), ``value``, ``cost``, ``worker``, ``created_at``,
-        ``finished_at``, ``decision`` (phase, acquisition value, λ, ...), ``error``."""
+        ``finished_at``, ``heartbeat_at`` (Unix seconds) and ``created_at_iso``,
+        ``finished_at_iso``, ``heartbeat_at_iso`` (the same instants as ISO 8601 UTC strings),
+        ``decision`` (phase, acquisition value, λ, ...), ``error``."""
         out = []
         for t in json.loads(self._native.trials_json()):
             t["value"] = t.pop("objective")
@@ -436,7 +447,8 @@ class Study:
         rows = []
         for t in self.trials:
             row = {k: t[k] for k in ("number", "state", "value", "cost", "worker", "created_at",
-                                     "finished_at", "error")}
+                                     "created_at_iso", "finished_at", "finished_at_iso",
+                                     "error")}
             row["phase"] = (t.get("decision") or {}).get("phase")
             for k, v in t["params"].items():
                 row[f"param.{k}"] = v
