@@ -123,7 +123,10 @@ mod tests {
             created_at: 0.0,
             finished_at: None,
             heartbeat_at: 0.0,
-            decision: json!({}),
+            decision: pandora_core::run::record::DecisionRecord::new(
+                pandora_core::policy::Phase::InitialDesign,
+                "test",
+            ),
             error: None,
         }
     }
