@@ -10,7 +10,7 @@ use pandora_problems::Builtin;
 use pandora_study::command::{self, CommandSpec, Reported};
 use pandora_study::config::{CostKind, MAX_DURATION_S, ObjectiveKind};
 use pandora_study::storage::Storage;
-use pandora_study::{Ask, Outcome, Study, StudyConfig, Trial};
+use pandora_study::{Ask, Outcome, Study, StudyConfig, Trial, TrialState};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
