@@ -156,7 +156,10 @@ fn studies_resume() {
 #[ignore = "bit-identical decisions depend on the CPU's SIMD kernels; run by hand"]
 fn next_trials_are_bit_identical_to_the_writing_release() {
     let (_dir, db) = copy();
-    for name in STUDIES {
+    // `mixed_logei` is left out on purpose: since mixed spaces are optimized over valid points
+    // only (categoricals and ints, docs/studies.md "Mixed spaces"), its decisions differ from the
+    // release's, which maximized over the relaxed cube and snapped.
+    for name in STUDIES.into_iter().filter(|&n| n != "mixed_logei") {
         let mut study = open(&db, name);
         match study.ask("resume-test").unwrap() {
             Ask::Finished(f) => {
