@@ -645,6 +645,23 @@ pub struct Proposal {
     pub bmsei: Option<BmseiCarry>,
 }
 
+impl Proposal {
+    /// A point chosen without a model (initial design or random search): no acquisition value,
+    /// no model data.
+    pub fn without_model(x: Vec<f64>, phase: Phase) -> Self {
+        Self {
+            x,
+            phase,
+            acquisition_value: f64::NAN,
+            params: None,
+            cost_params: None,
+            lambda: None,
+            predicted_cost: None,
+            bmsei: None,
+        }
+    }
+}
+
 /// Point `index` of the initial design: one scrambled Sobol sequence per `seed`.
 pub fn design_point(d: usize, index: u64, seed: u64) -> Result<Vec<f64>> {
     let mut x = vec![0.0; d];
@@ -678,16 +695,7 @@ pub fn propose(
         // out (observed or pending), so parallel workers get distinct points; random search
         // continues the same sequence.
         sobol.point((n + history.pending.len() / d) as u64, &mut x)?;
-        Ok(Proposal {
-            x,
-            phase,
-            acquisition_value: f64::NAN,
-            params: None,
-            cost_params: None,
-            lambda: None,
-            predicted_cost: None,
-            bmsei: None,
-        })
+        Ok(Proposal::without_model(x, phase))
     };
     if n < n_init {
         return simple(Phase::InitialDesign);

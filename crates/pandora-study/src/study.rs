@@ -760,16 +760,8 @@ fn propose_next(
     // The initial design continues over pending (and failed) trials too: the k-th trial gets
     // design point k until enough evaluations are complete to fit a model.
     if trials.len() < n_init || tally.y.len() < n_init {
-        let prop = Proposal {
-            x: design_point(d, trials.len() as u64, step.design_seed)?,
-            phase: Phase::InitialDesign,
-            acquisition_value: f64::NAN,
-            params: None,
-            cost_params: None,
-            lambda: None,
-            predicted_cost: None,
-            bmsei: None,
-        };
+        let x = design_point(d, trials.len() as u64, step.design_seed)?;
+        let prop = Proposal::without_model(x, Phase::InitialDesign);
         return Ok((prop, None));
     }
     let linear = LinearMeanCost {

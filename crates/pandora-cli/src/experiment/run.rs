@@ -464,16 +464,7 @@ pub fn run_one(plan: &Plan, r: &RunSpec, dir: &Path, instances: &Instances) -> R
                 Some(pts) => pts[k].clone(),
                 None => design_point(d, k as u64, step_config.design_seed)?,
             };
-            Proposal {
-                x,
-                phase: Phase::InitialDesign,
-                acquisition_value: f64::NAN,
-                params: None,
-                cost_params: None,
-                lambda: None,
-                predicted_cost: None,
-                bmsei: None,
-            }
+            Proposal::without_model(x, Phase::InitialDesign)
         } else {
             let done = if p.budget.is_some_and(|b| state.bo_cost >= b) {
                 Some("budget")

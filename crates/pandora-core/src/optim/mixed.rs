@@ -539,27 +539,7 @@ fn local_search_all(
         .into_par_iter()
         .map(|x| local_search(obj, space, x, opts, &lower, &upper))
         .collect();
-    let mut evaluations = m;
-    let mut best: Option<(Vec<f64>, f64)> =
-        argmax(&vals).map(|i| (xs[i * d..(i + 1) * d].to_vec(), vals[i]));
-    let mut results = Vec::with_capacity(runs.len());
-    for run in runs {
-        let (x, v, evals) = run?;
-        evaluations += evals;
-        if !v.is_nan() && best.as_ref().is_none_or(|(_, bv)| v > *bv) {
-            best = Some((x.clone(), v));
-        }
-        results.push((x, v));
-    }
-    let (x, value) = best.ok_or_else(|| {
-        Error::Numerical("objective is NaN at every raw sample and restart".into())
-    })?;
-    Ok(MultiStartResult {
-        x,
-        value,
-        restarts: results,
-        evaluations,
-    })
+    crate::optim::multistart::reduce(&xs, &vals, d, m, runs)
 }
 
 /// The bounds of the continuous coordinates (from `opts`, default `[0,1]`).

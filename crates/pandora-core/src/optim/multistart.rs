@@ -259,10 +259,24 @@ pub fn maximize(
         })
         .collect();
 
-    // 4. Sequential reduction: the best raw sample first, then restarts in order; strict `>`.
+    // 4. Sequential reduction.
+    reduce(&xs, &vals, d, raw, runs)
+}
+
+/// The result of a multi-start run: the best of the raw samples (`xs`, row-major `· × d`, with
+/// their values `vals`; `raw` evaluations) and of the restarts' final points (`runs`, each with its
+/// evaluation count), in that order: the best raw sample first, then the restarts in start
+/// order, a later one winning only if strictly better; NaN never wins.
+pub(crate) fn reduce(
+    xs: &[f64],
+    vals: &[f64],
+    d: usize,
+    raw: usize,
+    runs: Vec<Result<(Vec<f64>, f64, usize)>>,
+) -> Result<MultiStartResult> {
     let mut evaluations = raw;
     let mut best: Option<(Vec<f64>, f64)> =
-        argmax(&vals).map(|i| (xs[i * d..(i + 1) * d].to_vec(), vals[i]));
+        argmax(vals).map(|i| (xs[i * d..(i + 1) * d].to_vec(), vals[i]));
     let mut results = Vec::with_capacity(runs.len());
     for run in runs {
         let (x, v, evals) = run?;
