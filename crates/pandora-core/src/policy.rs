@@ -669,8 +669,20 @@ pub fn design_point(d: usize, index: u64, seed: u64) -> Result<Vec<f64>> {
     Ok(x)
 }
 
+/// The models a model step fitted, returned with its proposal so that nothing is refitted to
+/// report on the step or to check a stopping rule.
+#[derive(Debug, Clone)]
+pub struct StepModels {
+    /// The objective posterior on the history (without the pending points' fantasies).
+    pub model: GpModel,
+    /// The log-cost posterior (unknown costs only; `None` for Thompson sampling, which ignores
+    /// costs).
+    pub cost_model: Option<GpModel>,
+}
+
 /// Proposes the next point. `warm` is the previous step's [`Proposal::params`] (a warm start for
-/// the fit). Deterministic for a given history, configuration, context and `seed`.
+/// the fit). Deterministic for a given history, configuration, context and `seed`. The same step
+/// as [`propose_fitted`], without its models.
 pub fn propose(
     d: usize,
     history: History<'_>,
@@ -680,6 +692,20 @@ pub fn propose(
     seed: u64,
     warm: Option<&GpParams>,
 ) -> Result<Proposal> {
+    propose_fitted(d, history, config, ctx, cost, seed, warm).map(|(p, _)| p)
+}
+
+/// Proposes the next point and returns the models the step fitted (`None` for the initial
+/// design and random search). See [`propose`].
+pub fn propose_fitted(
+    d: usize,
+    history: History<'_>,
+    config: &StepConfig,
+    ctx: &StepContext,
+    cost: CostSetting<'_>,
+    seed: u64,
+    warm: Option<&GpParams>,
+) -> Result<(Proposal, Option<StepModels>)> {
     let n = history.y.len();
     if d == 0 || history.x.len() != n * d {
         return Err(Error::dim("history.x", n * d, history.x.len()));
@@ -688,14 +714,13 @@ pub fn propose(
         return Err(Error::dim("history.cost", n, history.cost.len()));
     }
     let n_init = config.initial_design.unwrap_or(2 * (d + 1)).max(1);
-    let sobol = Sobol::scrambled(d, config.design_seed)?;
-    let simple = |phase| -> Result<Proposal> {
-        let mut x = vec![0.0; d];
+    let simple = |phase| -> Result<(Proposal, Option<StepModels>)> {
         // The initial design is one seeded Sobol sequence, point k for the k-th trial handed
         // out (observed or pending), so parallel workers get distinct points; random search
         // continues the same sequence.
-        sobol.point((n + history.pending.len() / d) as u64, &mut x)?;
-        Ok(Proposal::without_model(x, phase))
+        let k = (n + history.pending.len() / d) as u64;
+        let x = design_point(d, k, config.design_seed)?;
+        Ok((Proposal::without_model(x, phase), None))
     };
     if n < n_init {
         return simple(Phase::InitialDesign);
@@ -736,8 +761,6 @@ pub fn propose(
         ));
     }
     let model = fitted.with_fantasies(history.pending)?;
-    let best_f = history.y.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    let lambda = ctx.lambda.or(config.params.lambda);
     let ms = &config.multistart;
     let domain = Domain {
         space: config.space.as_ref(),
@@ -746,7 +769,7 @@ pub fn propose(
     if config.acquisition == AcquisitionName::Ts {
         let ts = ThompsonSample::draw(model.inner(), config.ts_features, seed ^ 0x7473)?;
         let r = maximize_in(&ts, d, domain, ms, seed)?;
-        return Ok(Proposal {
+        let proposal = Proposal {
             x: r.x,
             phase: Phase::Model,
             acquisition_value: r.value,
@@ -755,16 +778,13 @@ pub fn propose(
             lambda: None,
             predicted_cost: None,
             bmsei: None,
-        });
+        };
+        let models = StepModels {
+            model: fitted,
+            cost_model: None,
+        };
+        return Ok((proposal, Some(models)));
     }
-    let params = AcquisitionParams {
-        best_f: Some(best_f),
-        t: config.params.t.or(Some(ctx.cumulative_cost.max(0.0) + 1.0)),
-        remaining_budget: ctx.remaining_budget.or(config.params.remaining_budget),
-        total_budget: ctx.total_budget.or(config.params.total_budget),
-        lambda,
-        ..config.params
-    };
     let cost_model = match cost {
         CostSetting::Unknown => {
             let cost_opts = FitOptions {
@@ -781,109 +801,153 @@ pub fn propose(
         CostSetting::Known(c) => Some(c),
         CostSetting::Unknown => unknown.as_ref().map(|u| u as &dyn CostModel),
     };
-    let cost_params = cost_model.as_ref().map(|m| m.params().clone());
-    let predicted = |x: &[f64]| -> Result<Option<f64>> {
-        match cost_ref {
-            Some(c) => {
-                let lc = c.log_cost(x, d, false)?;
-                Ok(Some((lc.mean[0] + 0.5 * lc.var[0]).exp()))
-            }
-            None => Ok(Some(1.0)),
+    let best_f = history.y.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let lambda = ctx.lambda.or(config.params.lambda);
+    let (x, value, bmsei) = maximize_step(
+        &StepInputs {
+            model: &model,
+            cost_model: cost_model.as_ref(),
+            cost,
+            cost_ref,
+            history,
+            config,
+            ctx,
+            best_f,
+            lambda,
+            seed,
+        },
+        d,
+        domain,
+    )?;
+    let predicted_cost = match cost_ref {
+        Some(c) => {
+            let lc = c.log_cost(&x, d, false)?;
+            Some((lc.mean[0] + 0.5 * lc.var[0]).exp())
         }
+        None => Some(1.0),
     };
-    let done = |x: Vec<f64>, value: f64| -> Result<Proposal> {
-        Ok(Proposal {
-            predicted_cost: predicted(&x)?,
-            x,
-            phase: Phase::Model,
-            acquisition_value: value,
-            params: Some(fitted.params().clone()),
-            cost_params: cost_params.clone(),
-            lambda: None,
-            bmsei: None,
-        })
+    let uses_lambda = matches!(
+        config.acquisition,
+        AcquisitionName::Pbgi | AcquisitionName::PbgiD
+    );
+    let proposal = Proposal {
+        x,
+        phase: Phase::Model,
+        acquisition_value: value,
+        params: Some(fitted.params().clone()),
+        cost_params: cost_model.as_ref().map(|m| m.params().clone()),
+        lambda: if uses_lambda { lambda } else { None },
+        predicted_cost,
+        bmsei,
+    };
+    let models = StepModels {
+        model: fitted,
+        cost_model,
+    };
+    Ok((proposal, Some(models)))
+}
+
+/// What [`maximize_step`] maximizes on.
+struct StepInputs<'a> {
+    /// The objective posterior, with the pending points' fantasies.
+    model: &'a GpModel,
+    /// The fitted log-cost model (unknown costs).
+    cost_model: Option<&'a GpModel>,
+    cost: CostSetting<'a>,
+    /// The cost model the acquisitions divide by (`None`: uniform costs).
+    cost_ref: Option<&'a dyn CostModel>,
+    history: History<'a>,
+    config: &'a StepConfig,
+    ctx: &'a StepContext,
+    best_f: f64,
+    lambda: Option<f64>,
+    seed: u64,
+}
+
+/// The model step's maximization for every acquisition but Thompson sampling and random search:
+/// the maximizer, its acquisition value and B-MS-EI's (or MSEI's) carry.
+fn maximize_step(
+    s: &StepInputs<'_>,
+    d: usize,
+    domain: Domain<'_>,
+) -> Result<(Vec<f64>, f64, Option<BmseiCarry>)> {
+    let (model, config, seed) = (s.model, s.config, s.seed);
+    let ms = &config.multistart;
+    let params = AcquisitionParams {
+        best_f: Some(s.best_f),
+        t: config
+            .params
+            .t
+            .or(Some(s.ctx.cumulative_cost.max(0.0) + 1.0)),
+        remaining_budget: s.ctx.remaining_budget.or(config.params.remaining_budget),
+        total_budget: s.ctx.total_budget.or(config.params.total_budget),
+        lambda: s.lambda,
+        ..config.params
     };
     match config.acquisition {
         AcquisitionName::Mes | AcquisitionName::MesCost => {
-            let mes = mes_for_step_in(&model, history.x, d, seed, domain.space)?;
+            let mes = mes_for_step_in(model, s.history.x, d, seed, domain.space)?;
             let r = if config.acquisition == AcquisitionName::Mes {
-                maximize_in(&OnModel::new(&model, mes), d, domain, ms, seed)?
+                maximize_in(&OnModel::new(model, mes), d, domain, ms, seed)?
             } else {
                 let acq = CostWeightedMaxValueEntropy {
                     mes,
                     convention: config.params.convention.unwrap_or(CostConvention::Expected),
                 };
-                match cost_ref {
+                match s.cost_ref {
                     Some(c) => {
-                        maximize_in(&OnModel::with_cost(&model, acq, c), d, domain, ms, seed)?
+                        maximize_in(&OnModel::with_cost(model, acq, c), d, domain, ms, seed)?
                     }
-                    None => maximize_in(&OnModel::new(&model, acq), d, domain, ms, seed)?,
+                    None => maximize_in(&OnModel::new(model, acq), d, domain, ms, seed)?,
                 }
             };
-            return done(r.x, r.value);
+            Ok((r.x, r.value, None))
         }
         AcquisitionName::Kg => {
-            let (x, v) = kg_step_in(&model, d, ms, seed, domain)?;
-            return done(x, v);
+            let (x, v) = kg_step_in(model, d, ms, seed, domain)?;
+            Ok((x, v, None))
         }
         AcquisitionName::OneShotKg => {
-            let (x, v) = one_shot_kg_step_in(&model, d, ms, seed, domain)?;
-            return done(x, v);
+            let (x, v) = one_shot_kg_step_in(model, d, ms, seed, domain)?;
+            Ok((x, v, None))
         }
         AcquisitionName::BMsEi => {
             let (x, v, carry) = bmsei_step(
-                &model,
-                cost_model.as_ref(),
-                cost,
-                best_f,
+                model,
+                s.cost_model,
+                s.cost,
+                s.best_f,
                 &params,
                 ms,
                 seed,
-                ctx.bmsei.as_ref(),
-                history.cost.last().copied(),
+                s.ctx.bmsei.as_ref(),
+                s.history.cost.last().copied(),
                 domain,
             )?;
-            let mut p = done(x, v)?;
-            p.bmsei = Some(carry);
-            return Ok(p);
+            Ok((x, v, Some(carry)))
         }
         AcquisitionName::MsEi => {
             let (x, v, carry) = msei_step(
-                &model,
-                best_f,
+                model,
+                s.best_f,
                 &params,
                 ms,
                 seed,
-                ctx.bmsei.as_ref(),
+                s.ctx.bmsei.as_ref(),
                 domain,
             )?;
-            let mut p = done(x, v)?;
-            p.bmsei = Some(carry);
-            return Ok(p);
+            Ok((x, v, Some(carry)))
         }
-        _ => {}
+        _ => {
+            let acq = build_pointwise(config.acquisition, &params, d)?;
+            let obj = match s.cost_ref {
+                Some(c) => OnModel::with_cost(model, acq, c),
+                None => OnModel::new(model, acq),
+            };
+            let r = maximize_in(&obj, d, domain, ms, seed)?;
+            Ok((r.x, r.value, None))
+        }
     }
-    let acq = build_pointwise(config.acquisition, &params, d)?;
-    let obj = match cost_ref {
-        Some(c) => OnModel::with_cost(&model, acq, c),
-        None => OnModel::new(&model, acq),
-    };
-    let r = maximize_in(&obj, d, domain, ms, seed)?;
-    let predicted_cost = predicted(&r.x)?;
-    let uses_lambda = matches!(
-        config.acquisition,
-        AcquisitionName::Pbgi | AcquisitionName::PbgiD
-    );
-    Ok(Proposal {
-        x: r.x,
-        phase: Phase::Model,
-        acquisition_value: r.value,
-        params: Some(fitted.params().clone()),
-        cost_params,
-        lambda: if uses_lambda { lambda } else { None },
-        predicted_cost,
-        bmsei: None,
-    })
 }
 
 #[cfg(test)]

@@ -849,14 +849,16 @@ fn theorem_1_expected_cost_within_c_plus_u() {
     }
 }
 
-/// A policy step's fitted model is rebuilt exactly from its proposal, and the acquisition maximum
-/// it found serves as the rule's statistic (same decision as computing it afresh).
+/// A policy step returns the model it fitted (the same posterior as conditioning a GP on the
+/// proposal's hyperparameters), and the acquisition maximum it found serves as the rule's
+/// statistic (same decision as computing it afresh).
 #[test]
 fn rule_from_a_policy_step_reuses_the_proposal() {
     use pandora_core::acquisition::{AcquisitionName, AcquisitionParams, LinearMeanCost};
+    use pandora_core::gp::{GpModel, Transforms};
     use pandora_core::optim::MultiStartOptions;
-    use pandora_core::policy::{CostSetting, History, StepConfig, StepContext, propose};
-    use pandora_core::stopping::step::{models_from_proposal, supplied_from_proposal};
+    use pandora_core::policy::{CostSetting, History, StepConfig, StepContext, propose_fitted};
+    use pandora_core::stopping::step::supplied_from_proposal;
     let d = 2;
     let f = |x: &[f64]| -((x[0] - 0.3).powi(2) + (x[1] - 0.7).powi(2));
     let config = StepConfig {
@@ -886,7 +888,7 @@ fn rule_from_a_policy_step_reuses_the_proposal() {
             cost: &[],
             pending: &[],
         };
-        let p = propose(
+        let (p, models) = propose_fitted(
             d,
             history,
             &config,
@@ -896,7 +898,20 @@ fn rule_from_a_policy_step_reuses_the_proposal() {
             None,
         )
         .unwrap();
-        if let Some(models) = models_from_proposal(d, &history, &config, &p).unwrap() {
+        assert_eq!(models.is_some(), p.params.is_some());
+        if let Some(models) = models {
+            let t = Transforms {
+                normalize_inputs: None,
+                standardize_outcomes: false,
+                output_scale: None,
+            };
+            let rebuilt = GpModel::with_params(&x, &y, d, &t, p.params.clone().unwrap()).unwrap();
+            let probe = [0.1, 0.2, 0.5, 0.5, 0.9, 0.05];
+            let (a, b) = (
+                models.model.posterior(&probe, false).unwrap(),
+                rebuilt.posterior(&probe, false).unwrap(),
+            );
+            assert_eq!((a.mean, a.var), (b.mean, b.var), "step {step}");
             let sup = supplied_from_proposal(&config, &history, &p, false, Some(0.01));
             assert_eq!(sup.max_log_eipc_exp, Some(p.acquisition_value));
             let opt = OptimizerConfig {

@@ -18,19 +18,14 @@ use crate::trial::{Decided, NewTrial, Outcome, Trial, TrialState};
 use pandora_core::acquisition::{AcquisitionName, AcquisitionParams, LinearMeanCost};
 use pandora_core::gp::GpParams;
 use pandora_core::gp::fit::{FitOptions, NoiseSpec};
-use pandora_core::policy::{
-    CostSetting, History, Phase, Proposal, StepConfig, StepContext, design_point, propose,
+use pandora_core::policy::{CostSetting, Phase, Proposal, StepConfig};
+use pandora_core::run::driver::{
+    self, BudgetSpec, DecaySpec, Entry, KnownCostFn, Policy, Run, StopLambda, StopSpec, Verdict,
 };
 use pandora_core::run::record::{
-    AutoLambda, BmseiSummary, DecisionRecord, HyperRecord, RecordKind, StepRecord, StopRecord,
-    StoppingCheck, StudyState,
+    BmseiSummary, DecisionRecord, HyperRecord, RecordKind, StepRecord, StopRecord, StoppingCheck,
+    StudyState,
 };
-use pandora_core::run::{DecayStep, replay_pbgi_d};
-use pandora_core::stopping::budget::{
-    UEstimatorOptions, UReference, estimate_u, lambda_from_budget,
-};
-use pandora_core::stopping::step::{models_from_proposal, supplied_from_proposal};
-use pandora_core::stopping::{CostInfo, Decision, RunState, StoppingRule};
 use serde::Deserialize;
 use serde_json::json;
 
@@ -386,6 +381,20 @@ impl Study {
         Ok(self.summary()?.best)
     }
 
+    /// The λ of the next step (PBGI's fixed λ, PBGI-D's replayed one), `None` for other
+    /// acquisitions.
+    fn next_lambda(&self, trials: &[Trial], state: &StudyState) -> Result<Option<f64>> {
+        let step = self.step_config()?;
+        let linear = LinearMeanCost {
+            offset: self.config.cost.offset,
+            slope: self.config.cost.slope,
+        };
+        let config = &self.config;
+        let known = |x: &[f64]| known_cost(config, x).unwrap_or(1.0);
+        let policy = policy(config, self.space.dim(), &step, &linear, &known);
+        Ok(resume(&policy, &self.config, trials, state)?.next_lambda()?)
+    }
+
     /// Counts, costs, the best trial and the current λ.
     pub fn summary(&mut self) -> Result<Summary> {
         let trials = self.trials()?;
@@ -438,7 +447,7 @@ impl Study {
             lambda: match &self.config.cvs {
                 // The Gittins policies record their λ with every decision.
                 Some(_) => trials.iter().rev().find_map(|t| t.decision.lambda),
-                None => replay_lambda(&self.config, &trials, pbgi_d_start(&self.config, &state))?,
+                None => self.next_lambda(&trials, &state)?,
             },
             stopping,
             stop_reason: finished.as_ref().map(Finished::to_string),
@@ -473,34 +482,6 @@ fn known_cost(config: &StudyConfig, x: &[f64]) -> Option<f64> {
     }
 }
 
-/// PBGI-D's λ for the next step, replayed from the complete trials
-/// ([`pandora_core::run::replay_pbgi_d`]) from `start` (the automatic λ) or `lambda0`; the
-/// fixed λ for `pbgi`.
-fn replay_lambda(
-    config: &StudyConfig,
-    trials: &[Trial],
-    start: Option<f64>,
-) -> Result<Option<f64>> {
-    match config.policy.acquisition.as_str() {
-        "pbgi" => Ok(config.policy.lambda),
-        "pbgi_d" => {
-            let dir = config.study.direction;
-            let steps = trials.iter().filter_map(|t| match (t.state, t.objective) {
-                (TrialState::Complete, Some(v)) => Some(DecayStep {
-                    phase: t.decision.phase,
-                    acquisition_value: t.decision.acquisition_value,
-                    y: dir.to_internal(v),
-                }),
-                _ => None,
-            });
-            let start = start.unwrap_or(config.policy.lambda0);
-            let mut decay = replay_pbgi_d(start, config.policy.decay, steps)?;
-            Ok(Some(decay.begin_iteration()))
-        }
-        _ => Ok(None),
-    }
-}
-
 /// The stop recorded in the study state, if the configured stopping rule is still the one that
 /// fired (changing or removing `[policy] stopping` lets the study continue).
 fn stored_stop(config: &StudyConfig, state: &StudyState) -> Option<Finished> {
@@ -527,135 +508,92 @@ fn still_finished(config: &StudyConfig, state: &StudyState) -> Option<Finished> 
     }
 }
 
-/// Feeds a fresh rule the statistics recorded on earlier trials at the same λ, so its moving
-/// window and debounce counter continue across asks (the rule is rebuilt on every ask).
-fn replay_rule(rule: &mut dyn StoppingRule, trials: &[Trial], lambda: f64) -> Result<()> {
-    for check in trials.iter().filter_map(|t| t.decision.stopping()) {
-        if check.lambda != lambda {
-            continue;
-        }
-        let Some(v) = check.max_log_eipc else {
-            continue;
-        };
-        // A stand-in run with the recorded iteration count; only the supplied value is used.
-        let zeros = vec![0.0; check.iteration + 1];
-        let mut run = RunState::new(1, &zeros, &zeros, &[], 1);
-        run.supplied.max_log_eipc_exp = Some(v);
-        rule.check(&run)?;
-    }
-    Ok(())
-}
-
-/// PBGI-D's starting λ when it starts from the automatic stopping λ (`start_pbgi_d = true`) and
-/// that λ has been chosen.
-fn pbgi_d_start(config: &StudyConfig, state: &StudyState) -> Option<f64> {
-    let sc = config.policy.stopping.as_ref()?;
-    if !sc.start_pbgi_d {
-        return None;
-    }
-    state.stopping.as_ref().map(|a| a.lambda)
-}
-
-/// `λ = U/(B − C)` from the fitted model (prior paths, `u_samples` of them, the study's seed), with
-/// the record kept in the study state.
-fn auto_lambda(
-    model: &pandora_core::gp::GpModel,
-    sc: &crate::config::StudyStopping,
-    config: &StudyConfig,
-    spent: f64,
-    at_trial: usize,
-) -> Result<AutoLambda> {
-    let total = config
-        .budget
-        .total
-        .ok_or_else(|| Error::invalid("policy.stopping.lambda", "\"auto\" needs a budget"))?;
-    let est = estimate_u(
-        model,
-        UReference::Prior,
-        None,
-        &UEstimatorOptions {
-            samples: sc.u_samples,
-            seed: config.policy.seed,
-            ..UEstimatorOptions::default()
+/// The driver's policy of a (non-`[cvs]`) study. `linear` is its known cost model and `known`
+/// the same cost as a function (used only for uniform and known costs).
+fn policy<'a>(
+    config: &'a StudyConfig,
+    d: usize,
+    step: &StepConfig,
+    linear: &'a LinearMeanCost,
+    known: &'a KnownCostFn<'a>,
+) -> Policy<'a> {
+    let (cost, known_cost): (CostSetting<'a>, _) = match config.cost.kind {
+        CostKind::Uniform => (CostSetting::Uniform, Some(known)),
+        CostKind::Known => (CostSetting::Known(linear), Some(known)),
+        CostKind::Reported | CostKind::Runtime => (CostSetting::Unknown, None),
+    };
+    let p = &config.policy;
+    let stopping = p.stopping.as_ref().map(|sc| StopSpec {
+        rule: sc.rule.clone(),
+        lambda: match sc.configured_lambda(config) {
+            Some(l) => StopLambda::Fixed(l),
+            None => StopLambda::Auto {
+                u_samples: sc.u_samples,
+                seed: p.seed,
+                start_pbgi_d: sc.start_pbgi_d,
+            },
         },
-    )?;
-    let lambda = lambda_from_budget(est.u, total, spent)?;
-    Ok(AutoLambda {
-        lambda,
-        u: est.u,
-        u_std_error: est.std_error.is_finite().then_some(est.std_error),
-        u_samples: est.samples,
-        budget: total,
-        spent,
-        at_trial,
-    })
+    });
+    Policy {
+        d,
+        step: step.clone(),
+        cost,
+        known_cost,
+        decay: (step.acquisition == AcquisitionName::PbgiD).then_some(DecaySpec {
+            lambda0: p.lambda0,
+            decay: p.decay,
+        }),
+        stopping,
+        budget: BudgetSpec {
+            total: config.budget.total,
+            horizon: config.budget.total,
+            max_trials: config.budget.max_trials,
+            max_bo_steps: None,
+            charge_initial: config.budget.count_initial,
+            must_fit: true,
+            predicted_must_fit: config.budget.predicted_cost_must_fit,
+        },
+        initial_points: None,
+    }
 }
 
-/// The trials so far, as a decision sees them.
-struct Tally {
-    /// Complete trials' points (row-major), objective values (maximized) and costs.
-    x: Vec<f64>,
-    y: Vec<f64>,
-    c: Vec<f64>,
-    /// Running trials' points.
-    pending: Vec<f64>,
-    /// Cost counted toward the budget so far.
-    spent: f64,
-    /// `spent` plus the known costs of the running trials that will count: parallel workers
-    /// cannot overspend together.
-    committed: f64,
-}
-
-impl Tally {
-    fn of(config: &StudyConfig, trials: &[Trial]) -> Self {
-        let mut t = Tally {
-            x: Vec::new(),
-            y: Vec::new(),
-            c: Vec::new(),
-            pending: Vec::new(),
-            spent: 0.0,
-            committed: 0.0,
+/// The driver's state after `trials` and what the last ask carried (`state`).
+fn resume<'p>(
+    policy: &'p Policy<'p>,
+    config: &StudyConfig,
+    trials: &[Trial],
+    state: &StudyState,
+) -> Result<Run<'p>> {
+    let mut run = Run::new(policy)?;
+    for t in trials {
+        let outcome = match (t.state, t.objective) {
+            (TrialState::Complete, Some(v)) => driver::Outcome::Complete {
+                y: config.study.direction.to_internal(v),
+                cost: t.cost,
+            },
+            (TrialState::Running, _) => driver::Outcome::Pending,
+            _ => driver::Outcome::Failed,
         };
-        for trial in trials {
-            let counts = counts_toward_budget(config, trial);
-            if counts {
-                t.spent += trial.cost.unwrap_or(0.0);
-            }
-            match trial.state {
-                TrialState::Complete => {
-                    let (Some(obj), Some(cost)) = (trial.objective, trial.cost) else {
-                        continue;
-                    };
-                    t.x.extend_from_slice(&trial.x);
-                    t.y.push(config.study.direction.to_internal(obj));
-                    t.c.push(cost);
-                }
-                TrialState::Running => t.pending.extend_from_slice(&trial.x),
-                _ => {}
-            }
-        }
-        let running: f64 = trials
-            .iter()
-            .filter(|t| t.state == TrialState::Running && counts_toward_budget(config, t))
-            .filter_map(|t| known_cost(config, &t.x))
-            .sum();
-        t.committed = t.spent + running;
-        t
+        run.record(Entry {
+            x: &t.x,
+            phase: t.decision.phase,
+            outcome,
+            cost: t.cost,
+            acquisition_value: t.decision.acquisition_value,
+            check: t.decision.stopping(),
+        })?;
     }
-
-    fn history(&self) -> History<'_> {
-        History {
-            x: &self.x,
-            y: &self.y,
-            cost: &self.c,
-            pending: &self.pending,
-        }
-    }
+    run.carry(
+        state.params.as_ref().and_then(HyperRecord::params),
+        state.bmsei.clone(),
+    );
+    run.set_auto_lambda(state.stopping.clone());
+    Ok(run)
 }
 
-/// One decision of a (non-`[cvs]`) study, under the storage lock: the proposal of
-/// [`propose_next`], the budget gates of [`budget_gate`], the stopping rule's check of
-/// [`check_stopping`], and the trial with its [`DecisionRecord`] and the new state.
+/// One decision of a (non-`[cvs]`) study, under the storage lock: a stop recorded earlier, or
+/// the driver's step ([`Run::step`]) on the trials so far, turned into the trial with its
+/// [`DecisionRecord`] and the new state.
 fn decide(
     config: &StudyConfig,
     space: &SearchSpace,
@@ -666,60 +604,39 @@ fn decide(
     if let Some(stopped) = stored_stop(config, &state) {
         return Ok(Decided::Finished(stopped, None));
     }
-    if let Some(m) = config.budget.max_trials
-        && trials.len() as u64 >= m
-    {
-        return Ok(finish(Finished::MaxTrials(m), state));
-    }
-    let tally = Tally::of(config, trials);
-    let (mut prop, mut auto) = propose_next(config, space.dim(), step, trials, &tally, &state)?;
-    prop.x = space.snap(&prop.x);
-    if let Some(f) = budget_gate(config, &tally, &prop) {
-        return Ok(finish(f, state));
-    }
-    if auto.is_none() {
-        auto = state.stopping.clone();
-    }
-    let check = check_stopping(config, space.dim(), step, trials, &tally, &prop, &mut auto)?;
-    if let Some((check, Some(reason))) = &check {
-        let sc = config.policy.stopping.clone().expect("checked with a rule");
-        state.stopped = Some(StopRecord {
-            rule: check.rule.clone(),
-            reason: reason.clone(),
-            config: serde_json::Value::from(sc),
-            check: check.clone(),
-            at_trial: trials.len(),
-        });
-        if auto.is_some() {
-            state.stopping = auto;
-        }
-        let f = Finished::Stopped {
-            rule: check.rule.clone(),
-            reason: reason.clone(),
-        };
-        return Ok(Decided::Finished(f, Some(state.to_json())));
-    }
-    let d = space.dim();
-    let decision = DecisionRecord {
-        phase: prop.phase,
-        acquisition: config.policy.acquisition.clone(),
-        acquisition_value: prop
-            .acquisition_value
-            .is_finite()
-            .then_some(prop.acquisition_value),
-        lambda: prop.lambda,
-        params: prop.params.as_ref().map(HyperRecord::from),
-        predicted_cost: prop.predicted_cost.or(known_cost(config, &prop.x)),
-        pending: tally.pending.len() / d.max(1),
-        kind: RecordKind::Step(StepRecord {
-            cost_params: prop.cost_params.as_ref().map(HyperRecord::from),
-            stopping: check.map(|(c, _)| c),
-            bmsei: prop.bmsei.as_ref().map(|b| BmseiSummary {
-                suggested_budget: Some(b.suggested_budget),
-                lower_bound: Some(b.lower_bound),
-            }),
-        }),
+    let linear = LinearMeanCost {
+        offset: config.cost.offset,
+        slope: config.cost.slope,
     };
+    let known = |x: &[f64]| known_cost(config, x).unwrap_or(1.0);
+    let policy = policy(config, space.dim(), step, &linear, &known);
+    let mut run = resume(&policy, config, trials, &state)?;
+    let seed = step_seed(config, trials.len());
+    let out = run.step(seed, &|x| space.snap(x))?;
+    // The automatic λ, if chosen now, is kept by a stop or a trial (not by a budget finish).
+    let auto = run.auto_lambda().cloned();
+    let prop = match out.verdict {
+        Verdict::Propose(prop) => prop,
+        Verdict::Finished(f @ Finished::Stopped { .. }) => {
+            let (Finished::Stopped { rule, reason }, Some(check)) = (&f, out.check) else {
+                unreachable!("a stop comes with its check")
+            };
+            state.stopped = Some(StopRecord {
+                rule: rule.clone(),
+                reason: reason.clone(),
+                config: (config.policy.stopping.clone())
+                    .map_or(serde_json::Value::Null, serde_json::Value::from),
+                check,
+                at_trial: trials.len(),
+            });
+            if auto.is_some() {
+                state.stopping = auto;
+            }
+            return Ok(Decided::Finished(f, Some(state.to_json())));
+        }
+        Verdict::Finished(f) => return Ok(finish(f, state)),
+    };
+    let decision = record_of(config, &prop, run.pending(), out.check);
     if let Some(p) = &prop.params {
         state.params = Some(HyperRecord::from(p));
     }
@@ -746,163 +663,37 @@ pub(crate) fn finish(finished: Finished, mut state: StudyState) -> Decided {
     Decided::Finished(finished, Some(state.to_json()))
 }
 
-/// The next proposal (initial design or a model step), and the automatic λ when PBGI-D starts
-/// from it and it is chosen now.
-fn propose_next(
+/// The record of a trial the driver proposed (`pending`: trials running when it was decided;
+/// `check`: the stopping rule's check at this step).
+fn record_of(
     config: &StudyConfig,
-    d: usize,
-    step: &StepConfig,
-    trials: &[Trial],
-    tally: &Tally,
-    state: &StudyState,
-) -> Result<(Proposal, Option<AutoLambda>)> {
-    let n_init = step.initial_design.unwrap_or(2 * (d + 1));
-    // The initial design continues over pending (and failed) trials too: the k-th trial gets
-    // design point k until enough evaluations are complete to fit a model.
-    if trials.len() < n_init || tally.y.len() < n_init {
-        let x = design_point(d, trials.len() as u64, step.design_seed)?;
-        let prop = Proposal::without_model(x, Phase::InitialDesign);
-        return Ok((prop, None));
+    prop: &Proposal,
+    pending: usize,
+    check: Option<StoppingCheck>,
+) -> DecisionRecord {
+    DecisionRecord {
+        phase: prop.phase,
+        acquisition: config.policy.acquisition.clone(),
+        acquisition_value: prop
+            .acquisition_value
+            .is_finite()
+            .then_some(prop.acquisition_value),
+        lambda: prop.lambda,
+        params: prop.params.as_ref().map(HyperRecord::from),
+        predicted_cost: prop.predicted_cost.or(known_cost(config, &prop.x)),
+        pending,
+        kind: RecordKind::Step(StepRecord {
+            cost_params: prop.cost_params.as_ref().map(HyperRecord::from),
+            stopping: check,
+            bmsei: prop.bmsei.as_ref().map(|b| BmseiSummary {
+                suggested_budget: Some(b.suggested_budget),
+                lower_bound: Some(b.lower_bound),
+            }),
+        }),
     }
-    let linear = LinearMeanCost {
-        offset: config.cost.offset,
-        slope: config.cost.slope,
-    };
-    let cost = match config.cost.kind {
-        CostKind::Uniform => CostSetting::Uniform,
-        CostKind::Known => CostSetting::Known(&linear),
-        CostKind::Reported | CostKind::Runtime if tally.y.is_empty() => CostSetting::Uniform,
-        CostKind::Reported | CostKind::Runtime => CostSetting::Unknown,
-    };
-    let mut ctx = StepContext {
-        cumulative_cost: tally.spent,
-        remaining_budget: config.budget.total.map(|b| b - tally.spent),
-        total_budget: config.budget.total,
-        lambda: replay_lambda(config, trials, pbgi_d_start(config, state))?,
-        // B-MS-EI's refill state and warm-start trees from the previous ask.
-        bmsei: state.bmsei.clone(),
-    };
-    let warm = state.params.as_ref().and_then(HyperRecord::params);
-    let history = tally.history();
-    let seed = step_seed(config, trials.len());
-    let prop = propose(d, history, step, &ctx, cost, seed, warm.as_ref())?;
-    // PBGI-D started from the automatic λ: at the first model step, fit, choose λ, and propose
-    // again from it.
-    if let Some(sc) = &config.policy.stopping
-        && sc.start_pbgi_d
-        && prop.phase == Phase::Model
-        && pbgi_d_start(config, state).is_none()
-        && let Some(models) = models_from_proposal(d, &history, step, &prop)?
-    {
-        let auto = auto_lambda(&models.model, sc, config, tally.spent, trials.len())?;
-        ctx.lambda = Some(auto.lambda);
-        let prop = propose(d, history, step, &ctx, cost, seed, warm.as_ref())?;
-        return Ok((prop, Some(auto)));
-    }
-    Ok((prop, None))
 }
 
 /// A different seed per trial, derived from the study's seed.
 fn step_seed(config: &StudyConfig, trials: usize) -> u64 {
     config.policy.seed ^ (trials as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)
-}
-
-/// Whether the budget refuses `prop`: its known cost does not fit beside what is committed, its
-/// predicted cost (unknown costs, `predicted_cost_must_fit`) does not, or nothing is left.
-fn budget_gate(config: &StudyConfig, tally: &Tally, prop: &Proposal) -> Option<Finished> {
-    let total = config.budget.total?;
-    let done = Some(Finished::Budget {
-        spent: tally.spent,
-        total,
-    });
-    if let Some(next) = known_cost(config, &prop.x) {
-        let counts = config.budget.count_initial || prop.phase != Phase::InitialDesign;
-        if counts && tally.committed + next > total * (1.0 + 1e-12) {
-            return done;
-        }
-    }
-    if let (Some(pc), CostKind::Reported | CostKind::Runtime) =
-        (prop.predicted_cost, config.cost.kind)
-        && config.budget.predicted_cost_must_fit
-        && tally.committed + pc > total
-    {
-        return done;
-    }
-    if tally.committed >= total {
-        return done;
-    }
-    None
-}
-
-/// The stopping rule's check on the posterior of all complete data (after-posterior-update
-/// semantics), at model steps of a study with a rule: the check, and the reason if it fired.
-/// Chooses the automatic λ (into `auto`) at the first check that needs it.
-fn check_stopping(
-    config: &StudyConfig,
-    d: usize,
-    step: &StepConfig,
-    trials: &[Trial],
-    tally: &Tally,
-    prop: &Proposal,
-    auto: &mut Option<AutoLambda>,
-) -> Result<Option<(StoppingCheck, Option<String>)>> {
-    let Some(sc) = &config.policy.stopping else {
-        return Ok(None);
-    };
-    let history = tally.history();
-    if prop.phase != Phase::Model {
-        return Ok(None);
-    }
-    let Some(models) = models_from_proposal(d, &history, step, prop)? else {
-        return Ok(None);
-    };
-    let lambda = match (sc.configured_lambda(config), auto.as_ref()) {
-        (Some(l), _) => l,
-        (None, Some(a)) => a.lambda,
-        (None, None) => {
-            // λ = U/(B − C), once, from the first model fit.
-            let a = auto_lambda(&models.model, sc, config, tally.spent, trials.len())?;
-            let l = a.lambda;
-            *auto = Some(a);
-            l
-        }
-    };
-    let mut rule = sc.rule.build(Some(lambda))?;
-    replay_rule(rule.as_mut(), trials, lambda)?;
-    let unknown = models.cost_model.is_some();
-    let mut supplied = supplied_from_proposal(step, &history, prop, unknown, Some(lambda));
-    // Always the LogEIPC form, so every trial records the same statistic.
-    supplied.max_pbgi_index = None;
-    let linear = LinearMeanCost {
-        offset: config.cost.offset,
-        slope: config.cost.slope,
-    };
-    let cost_info = match (&models.cost_model, config.cost.kind) {
-        (Some(cm), _) => CostInfo::Unknown(cm),
-        (None, CostKind::Known) => CostInfo::Known(&linear),
-        _ => CostInfo::Uniform,
-    };
-    let n_init = step.initial_design.unwrap_or(2 * (d + 1));
-    let run = RunState {
-        d,
-        x: &tally.x,
-        y: &tally.y,
-        cost: &tally.c,
-        n_initial: n_init.min(tally.y.len()),
-        model: Some(&models.model),
-        previous_model: None,
-        cost_info,
-        candidates: None,
-        // The stopping statistic over exactly the points the study can propose.
-        space: step.space.as_ref(),
-        supplied,
-        seed: step_seed(config, trials.len()),
-    };
-    let dec = rule.check(&run)?;
-    let check = StoppingCheck::new(dec.report(), lambda, dec.is_stop());
-    let reason = match dec {
-        Decision::Stop { reason, .. } => Some(reason),
-        Decision::Continue(_) => None,
-    };
-    Ok(Some((check, reason)))
 }

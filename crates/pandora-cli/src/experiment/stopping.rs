@@ -18,6 +18,7 @@ use super::config::{Plan, ResolvedPolicy, ResolvedProblem, splitmix64};
 use super::trace::{StoppingStats, Trace};
 use anyhow::{Context, Result, anyhow, bail};
 use pandora_core::gp::GpModel;
+use pandora_core::policy::Phase;
 use pandora_core::stopping::median::{LogEipcMed, SrGapMed};
 use pandora_core::stopping::pbgi::PbgiStopping;
 use pandora_core::stopping::prb::{Prb, SampleSchedule};
@@ -558,7 +559,11 @@ pub struct RunData {
 /// the best value of the instance). Errors if the stopping lines do not cover `t = 0..=T`.
 pub fn run_data(t: &Trace, reference: f64, spec: &StatisticsSpec) -> Result<RunData> {
     let d = t.header.dim;
-    let n_initial = t.steps.iter().take_while(|s| s.phase == "initial").count();
+    let n_initial = t
+        .steps
+        .iter()
+        .take_while(|s| s.phase == Phase::InitialDesign)
+        .count();
     if n_initial == 0 {
         bail!("the trace has no initial design");
     }
@@ -1195,7 +1200,11 @@ rules = [
             }
             steps.push(Step {
                 k,
-                phase: if k < 2 { "initial" } else { "model" }.into(),
+                phase: if k < 2 {
+                    Phase::InitialDesign
+                } else {
+                    Phase::Model
+                },
                 x: vec![0.1 * k as f64],
                 y,
                 cost: c,

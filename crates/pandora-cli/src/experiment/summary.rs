@@ -20,6 +20,7 @@
 use super::config::{Interpolation, Plan, ResolvedProblem, file_component};
 use super::trace::{self, Trace};
 use anyhow::{Context, Result, bail};
+use pandora_core::policy::Phase;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
@@ -77,7 +78,7 @@ pub fn curve(t: &Trace, reference: f64) -> Vec<(f64, f64)> {
     let mut pts = Vec::new();
     let mut initial_best = None;
     for s in &t.steps {
-        if s.phase == "initial" {
+        if s.phase == Phase::InitialDesign {
             initial_best = Some(s.best);
         } else {
             if pts.is_empty() {
@@ -283,7 +284,7 @@ pub fn summarize(plan: &Plan, traces: &[Trace]) -> Vec<ProblemSummary> {
             let (secs, count) = runs
                 .iter()
                 .flat_map(|t| t.steps.iter())
-                .filter(|s| s.phase == "model")
+                .filter(|s| s.phase == Phase::Model)
                 .fold((0.0, 0usize), |(a, n), s| (a + s.seconds_propose, n + 1));
             policies.push(PolicySummary {
                 policy: pol.label.clone(),
@@ -653,7 +654,11 @@ mod tests {
                 .enumerate()
                 .map(|(k, &b)| Step {
                     k,
-                    phase: if k == 0 { "initial" } else { "random" }.into(),
+                    phase: if k == 0 {
+                        Phase::InitialDesign
+                    } else {
+                        Phase::Random
+                    },
                     x: vec![0.5],
                     y: b,
                     cost: 1.0,

@@ -12,6 +12,7 @@
 
 use anyhow::{Context, Result, bail};
 use pandora_core::acquisition::bmsei::BmseiCarry;
+use pandora_core::policy::Phase;
 use serde::{Deserialize, Serialize};
 use std::io::Write;
 use std::path::Path;
@@ -54,8 +55,8 @@ pub struct Header {
 pub struct Step {
     /// Index of the evaluation (0-based, initial design included).
     pub k: usize,
-    /// `initial`, `random` or `model`.
-    pub phase: String,
+    /// How the point was chosen (`initial`, `random` or `model` in the trace).
+    pub phase: Phase,
     /// The point on the unit cube.
     pub x: Vec<f64>,
     /// Objective value (maximized).
@@ -325,7 +326,7 @@ mod tests {
     fn step(k: usize) -> Step {
         Step {
             k,
-            phase: "initial".into(),
+            phase: Phase::InitialDesign,
             x: vec![0.1 + 1e-17 * k as f64, 1.0 / 3.0],
             y: -0.3,
             cost: 1.0,

@@ -1,7 +1,8 @@
 //! The BO loop's shared pieces: typed decision records and why a run is finished.
 //!
-//! Every front end (studies, the experiment harness, Python) drives the same step
-//! ([`crate::policy::propose`]) and records what it decided in the same types:
+//! Every front end (studies, the experiment harness, Python) decides with the same driver,
+//! [`driver::Run`] (budget gates, initial design, λ, the stopping rule, the carry, around the BO
+//! step [`crate::policy::propose_fitted`]), and records what it decided in the same types:
 //!
 //! - [`record::DecisionRecord`]: what the step that proposed a trial decided (phase, acquisition
 //!   value, λ, hyperparameters, predicted cost, the stopping check, B-MS-EI's summary, or a CVS
@@ -13,6 +14,7 @@
 //! PBGI-D's λ is replayed from the records by [`replay_pbgi_d`], the one implementation of the
 //! rule both studies and experiments use.
 
+pub mod driver;
 pub mod record;
 
 use crate::acquisition::PbgiDecay;
@@ -33,6 +35,8 @@ pub enum Finished {
     },
     /// The configured number of trials is reached.
     MaxTrials(u64),
+    /// The configured number of evaluations after the initial design is reached.
+    MaxEvaluations(u64),
     /// The cost-aware stopping rule fired: more evaluations are not worth their cost.
     Stopped {
         /// The rule's name (`"pbgi"`).
@@ -49,6 +53,7 @@ impl std::fmt::Display for Finished {
                 write!(f, "budget exhausted: spent {spent:.4} of {total:.4}")
             }
             Finished::MaxTrials(n) => write!(f, "reached max_trials = {n}"),
+            Finished::MaxEvaluations(n) => write!(f, "reached max_evaluations = {n}"),
             Finished::Stopped { reason, .. } => write!(f, "stopping rule fired: {reason}"),
         }
     }

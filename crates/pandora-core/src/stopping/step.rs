@@ -1,75 +1,19 @@
 //! Checking a stopping rule from a BO step ([`crate::policy::propose`]).
 //!
-//! A study step that has just called `propose` on its history (the posterior on all data) can
+//! A step that has just called [`propose_fitted`](crate::policy::propose_fitted) on its history
+//! has the posterior on all data (and the log-cost posterior) in hand, so it
 //!
-//! 1. rebuild the fitted objective model (and log-cost model) from the hyperparameters the
-//!    proposal returned, without refitting ([`models_from_proposal`]);
-//! 2. reuse the acquisition maximum the proposal found when it *is* the rule's statistic
+//! 1. reuses the acquisition maximum the proposal found when it *is* the rule's statistic
 //!    ([`supplied_from_proposal`]): LogEIPC with `α = 1` (for the PBGI rule, the `expected`
 //!    convention or known costs; for LogEIPC-med, the `inverse` convention or known costs) or
 //!    fixed-λ PBGI at the rule's λ;
-//! 3. fill a [`RunState`](super::RunState) and call [`StoppingRule::check`](super::StoppingRule::check).
+//! 2. fills a [`RunState`](super::RunState) and call [`StoppingRule::check`](super::StoppingRule::check).
 //!    If it says stop, the proposal is discarded (after-posterior-update semantics).
 
 use super::SuppliedStatistics;
 use crate::acquisition::{AcquisitionName, CostConvention};
-use crate::error::{Error, Result};
-use crate::gp::{GpModel, Transforms};
+pub use crate::policy::StepModels;
 use crate::policy::{History, Phase, Proposal, StepConfig};
-
-/// The models a step fitted.
-#[derive(Debug, Clone)]
-pub struct StepModels {
-    /// The objective posterior on the history (without pending fantasies).
-    pub model: GpModel,
-    /// The log-cost posterior (unknown costs only).
-    pub cost_model: Option<GpModel>,
-}
-
-/// Rebuilds the models `propose(d, history, config, …)` fitted, from the hyperparameters in
-/// `proposal` (`None` if the proposal did not fit a model: initial design, random search).
-pub fn models_from_proposal(
-    d: usize,
-    history: &History<'_>,
-    config: &StepConfig,
-    proposal: &Proposal,
-) -> Result<Option<StepModels>> {
-    let Some(params) = &proposal.params else {
-        return Ok(None);
-    };
-    let t = Transforms {
-        normalize_inputs: None,
-        standardize_outcomes: config.standardize,
-        output_scale: config.output_scale.clone(),
-    };
-    let model = GpModel::with_params(history.x, history.y, d, &t, params.clone())?;
-    let cost_model = match &proposal.cost_params {
-        Some(cp) => {
-            if history.cost.len() != history.y.len() {
-                return Err(Error::dim(
-                    "history.cost",
-                    history.y.len(),
-                    history.cost.len(),
-                ));
-            }
-            if history.cost.iter().any(|c| !(c.is_finite() && *c > 0.0)) {
-                return Err(Error::invalid(
-                    "history.cost",
-                    "costs must be finite and > 0",
-                ));
-            }
-            let logc: Vec<f64> = history.cost.iter().map(|c| c.ln()).collect();
-            let tc = Transforms {
-                normalize_inputs: None,
-                standardize_outcomes: true,
-                output_scale: None,
-            };
-            Some(GpModel::with_params(history.x, &logc, d, &tc, cp.clone())?)
-        }
-        None => None,
-    };
-    Ok(Some(StepModels { model, cost_model }))
-}
 
 /// The statistics a proposal already computed (see the [module documentation](self)); empty
 /// when the proposal's model had pending fantasies or was not a model step. `unknown_cost`:
