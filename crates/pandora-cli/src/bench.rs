@@ -3,7 +3,7 @@
 //! LogEI at 1600 points, the log marginal likelihood with its gradient, a full MAP fit, and a
 //! multi-start LogEI maximization.
 
-use anyhow::{Result, anyhow};
+use anyhow::Result;
 use pandora_core::acquisition::{LinearMeanCost, LogExpectedImprovement, OnModel, Pbgi};
 use pandora_core::gp::fit::{FitOptions, fit};
 use pandora_core::gp::likelihood::log_marginal_likelihood;
@@ -104,11 +104,10 @@ pub fn main(filter: Option<&str>, quick: bool, reps: usize) -> Result<()> {
     let sizes: &[usize] = if quick { &[50] } else { &[50, 200, 1000] };
     let reps = if quick { 1 } else { reps.max(1) };
     let threads = rayon::current_num_threads();
-    let e = |e: pandora_core::Error| anyhow!("{e}");
 
     for &n in sizes {
         let (x, y) = micro_data(n, 0);
-        let gp = ExactGp::new(x.clone(), y.clone(), micro_params()).map_err(e)?;
+        let gp = ExactGp::new(x.clone(), y.clone(), micro_params())?;
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(1);
         let pts = uniform(&mut rng, 1600);
         if want("posterior_grad") {
@@ -170,7 +169,7 @@ pub fn main(filter: Option<&str>, quick: bool, reps: usize) -> Result<()> {
             );
         }
         if want("logei_maximize") && (n == 200 || quick) {
-            let f = fit(&x, &y, D, &opts, None).map_err(e)?;
+            let f = fit(&x, &y, D, &opts, None)?;
             let best_f = y.iter().copied().fold(f64::NEG_INFINITY, f64::max);
             let acq = OnModel::new(&f.gp, LogExpectedImprovement { best_f });
             let ms = MultiStartOptions::default();
@@ -186,7 +185,7 @@ pub fn main(filter: Option<&str>, quick: bool, reps: usize) -> Result<()> {
                 "median_ms": med, "min_ms": min, "reps": r, "threads": threads}));
         }
         if want("pbgi_maximize") && (n == 200 || quick) {
-            let f = fit(&x, &y, D, &opts, None).map_err(e)?;
+            let f = fit(&x, &y, D, &opts, None)?;
             let cost = LinearMeanCost {
                 offset: 1.0,
                 slope: 20.0,
@@ -289,7 +288,6 @@ fn history<'a>(x: &'a [f64], y: &'a [f64], cost: &'a [f64]) -> pandora_core::pol
 fn lookahead(want: &dyn Fn(&str) -> bool, quick: bool, reps: usize, threads: usize) -> Result<()> {
     use pandora_core::acquisition::{AcquisitionName, AcquisitionParams, FantasyTree};
     use pandora_core::policy::{StepConfig, StepContext};
-    let e = |e: pandora_core::Error| anyhow!("{e}");
     if want("bmsei_step") {
         // Alpine1 (d = 3) with the B-MS-EI paper's random cosine cost (seed 0), 50 uniform points;
         // budget 60 of which 30 remain.
@@ -301,8 +299,7 @@ fn lookahead(want: &dyn Fn(&str) -> bool, quick: bool, reps: usize, threads: usi
             cost: "cosine".into(),
             seed: 0,
             ..Default::default()
-        })
-        .map_err(|e| anyhow!("{e}"))?;
+        })?;
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(3);
         let x: Vec<f64> = (0..n * d).map(|_| rng.random::<f64>()).collect();
         let y: Vec<f64> = x.chunks_exact(d).map(|r| problem.eval(r)).collect();
@@ -313,7 +310,7 @@ fn lookahead(want: &dyn Fn(&str) -> bool, quick: bool, reps: usize, threads: usi
             &[&[1], &[32], &[1, 1, 1], &[4, 4, 2]]
         };
         for stages in trees {
-            let tree = FantasyTree::new(stages).map_err(e)?;
+            let tree = FantasyTree::new(stages)?;
             let config = StepConfig {
                 acquisition: AcquisitionName::BMsEi,
                 params: AcquisitionParams {

@@ -2,7 +2,7 @@
 //! reports the latent posterior, its gradients, the log marginal likelihood and acquisition values
 //! with gradients at the query points. No input or output transforms are applied.
 
-use anyhow::{Result, anyhow, bail};
+use anyhow::{Context, Result, anyhow, bail};
 use pandora_core::acquisition::{
     AcquisitionName, AcquisitionParams, CostConvention, CostModel, LinearMeanCost, LogCostBatch,
     OnModel, ThompsonSample, UniformCost, build_pointwise,
@@ -242,7 +242,7 @@ fn check_sizes(input: &EvalInput, d: usize) -> Result<()> {
 /// Evaluates the request in `text` and returns the response as a JSON value.
 pub fn evaluate(text: &str) -> Result<serde_json::Value> {
     let input: EvalInput = crate::input::parse(text)?;
-    let kind = KernelKind::parse(&input.kernel.kind).map_err(|e| anyhow!("{e}"))?;
+    let kind = KernelKind::parse(&input.kernel.kind)?;
     let d = match (
         &input.kernel.lengthscales,
         input.points.first(),
@@ -261,8 +261,7 @@ pub fn evaluate(text: &str) -> Result<serde_json::Value> {
         Lengthscales::Shared(l) => vec![l; d],
         Lengthscales::PerDim(v) => v,
     };
-    let kernel =
-        Kernel::new(kind, lengthscales, input.kernel.outputscale).map_err(|e| anyhow!("{e}"))?;
+    let kernel = Kernel::new(kind, lengthscales, input.kernel.outputscale)?;
     let train_x = flatten("train_x", &input.train_x, d)?;
     if input.train_y.len() != input.train_x.len() {
         bail!(
@@ -289,9 +288,8 @@ pub fn evaluate(text: &str) -> Result<serde_json::Value> {
             mean: input.mean,
             noise: input.noise,
         },
-    )
-    .map_err(|e| anyhow!("{e}"))?;
-    let post = gp.posterior(&points, true).map_err(|e| anyhow!("{e}"))?;
+    )?;
+    let post = gp.posterior(&points, true)?;
     if let Some(o) = &input.optimize
         && o.acquisition >= input.acquisitions.len()
     {
@@ -459,9 +457,7 @@ fn run_spec(
         bail!("name: the acquisition is undefined at points[{j}]");
     }
     let best = match optimize {
-        Some((ms, seed)) => {
-            Some(maximize(objective.as_ref(), &ms, seed).map_err(|e| anyhow!("optimize: {e}"))?)
-        }
+        Some((ms, seed)) => Some(maximize(objective.as_ref(), &ms, seed).context("optimize")?),
         None => None,
     };
     Ok((values, grads, best))

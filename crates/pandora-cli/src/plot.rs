@@ -186,13 +186,13 @@ pub fn render(fig: &Figure, path: &Path) -> Result<()> {
             let root = BitMapBackend::new(path, size).into_drawing_area();
             draw(&root, fig, (rows as usize, cols as usize))?;
             root.present()
-                .map_err(|e| anyhow!("writing {}: {e}", path.display()))?;
+                .with_context(|| format!("writing {}", path.display()))?;
         }
         Some("svg") => {
             let root = SVGBackend::new(path, size).into_drawing_area();
             draw(&root, fig, (rows as usize, cols as usize))?;
             root.present()
-                .map_err(|e| anyhow!("writing {}: {e}", path.display()))?;
+                .with_context(|| format!("writing {}", path.display()))?;
         }
         _ => bail!(
             "{}: unsupported figure format (use a .png or .svg file name)",

@@ -79,7 +79,7 @@ impl Progress {
 
     /// The bar's message for summary `s`.
     fn message(&self, s: &Summary) -> String {
-        let done = (s.counts[1] + s.counts[2] + s.counts[3]) as u64;
+        let done = s.counts.done() as u64;
         let trials = match self.max_trials {
             Some(m) => format!("trials {done}/{m}"),
             None => format!("trials {done}"),
@@ -92,8 +92,8 @@ impl Progress {
             ),
             None => format!("spent {:.2}", s.budget_spent),
         };
-        let failed = if s.counts[2] > 0 {
-            format!(" ({} failed)", s.counts[2])
+        let failed = if s.counts.failed > 0 {
+            format!(" ({} failed)", s.counts.failed)
         } else {
             String::new()
         };
@@ -114,7 +114,7 @@ impl Progress {
     }
 
     fn position(&self, s: &Summary) -> u64 {
-        let done = (s.counts[1] + s.counts[2] + s.counts[3]) as u64;
+        let done = s.counts.done() as u64;
         match (self.max_trials, self.budget) {
             (Some(m), _) => done.min(m),
             (None, Some(b)) => ((s.budget_spent / b).clamp(0.0, 1.0) * BUDGET_TICKS as f64) as u64,
@@ -165,10 +165,17 @@ impl Progress {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use pandora_study::TrialCounts;
 
-    fn summary(counts: [usize; 4], spent: f64) -> Summary {
+    /// A summary with `[running, complete, failed, abandoned]` trials and `spent` cost.
+    fn summary([running, complete, failed, abandoned]: [usize; 4], spent: f64) -> Summary {
         Summary {
-            counts,
+            counts: TrialCounts {
+                running,
+                complete,
+                failed,
+                abandoned,
+            },
             total_cost: spent,
             budget_spent: spent,
             best: None,

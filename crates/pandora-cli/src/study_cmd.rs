@@ -6,7 +6,7 @@
 use crate::plot;
 use crate::progress::Progress;
 use anyhow::{Context, Result, anyhow, bail};
-use pandora_problems::Builtin;
+use pandora_problems::Problem;
 use pandora_study::command::{self, CommandSpec, Reported};
 use pandora_study::config::{CostKind, MAX_DURATION_S, ObjectiveKind};
 use pandora_study::storage::Storage;
@@ -48,9 +48,9 @@ pub fn load_config(path: &str) -> Result<StudyConfig> {
 /// Opens the storage named by a URL (`sqlite:PATH`, relative paths from the current directory).
 pub fn open_storage(url: &str) -> Result<Box<dyn Storage>> {
     // The URL may hold a password: messages show it redacted.
-    pandora_study::storage::open(url).map_err(|e| {
-        anyhow!(
-            "study.storage: opening {}: {e}",
+    pandora_study::storage::open(url).with_context(|| {
+        format!(
+            "study.storage: opening {}",
             pandora_study::storage::redact_url(url)
         )
     })
@@ -86,21 +86,20 @@ impl Target {
                 let cfg = load_config(path)?;
                 let url = cfg.study.storage.clone();
                 let storage = open_storage(&url)?;
-                let study = Study::open(cfg, storage).map_err(|e| anyhow!("{path}: {e}"))?;
+                let study = Study::open(cfg, storage).with_context(|| path.clone())?;
                 Ok((study, url))
             }
             (None, Some(url), Some(name)) => {
                 if url.starts_with("sqlite:") {
                     // Opening a missing file would create an empty database.
-                    let file = pandora_study::storage::sqlite::SqliteStorage::path_of_url(url)
-                        .map_err(|e| anyhow!("{e}"))?;
+                    let file = pandora_study::storage::sqlite::SqliteStorage::path_of_url(url)?;
                     if file != ":memory:" && !std::path::Path::new(file).exists() {
                         bail!("--storage {url}: no such database file '{file}'");
                     }
                 }
                 let storage = open_storage(url)?;
                 let study = Study::load_at(name, storage, url)
-                    .map_err(|e| anyhow!("--study {name}: {e}"))?;
+                    .with_context(|| format!("--study {name}"))?;
                 Ok((study, url.clone()))
             }
             (None, Some(_), None) => bail!("--storage URL needs --study NAME"),
@@ -139,13 +138,13 @@ struct Evaluation {
 /// Evaluates a trial of a `[cvs]` study on its builtin problem: nature (the random parameters'
 /// distributions, seeded by the study's seed and the trial number) sets the parameters the
 /// control set leaves random.
-fn evaluate_cvs(study: &Study, trial: &Trial, builtin: &str) -> Evaluation {
+fn evaluate_cvs(study: &Study, trial: &Trial, builtin: &dyn Problem) -> Evaluation {
     let realized = study
         .draw_random(trial)
         .and_then(|r| pandora_study::cvs::realize(study.space(), trial, &r));
     let outcome = match realized {
         Ok((params, x)) => Outcome::CompleteAt {
-            objective: Builtin::parse(builtin).expect("validated builtin").eval(&x),
+            objective: builtin.eval(&x),
             cost: study.trial_cost(trial).unwrap_or(1.0),
             params,
             x,
@@ -195,15 +194,22 @@ fn run_objective_command(
     (ev.result.map_err(|e| e.to_string()), ev.elapsed_s)
 }
 
-fn evaluate(study: &Study, trial: &Trial, dir: Option<&Path>) -> Evaluation {
+/// Evaluates `trial`: on `builtin` (the study's builtin problem, built once per run) or by running
+/// the study's command in `dir`.
+fn evaluate(
+    study: &Study,
+    trial: &Trial,
+    builtin: Option<&dyn Problem>,
+    dir: Option<&Path>,
+) -> Evaluation {
     let cfg = study.config();
-    if let (Some(_), Some(b)) = (&cfg.cvs, cfg.objective.builtin.as_deref()) {
+    if let (Some(_), Some(b)) = (&cfg.cvs, builtin) {
         return evaluate_cvs(study, trial, b);
     }
     let known = study.known_cost(&trial.x);
-    let (result, elapsed) = if let Some(b) = cfg.objective.builtin.as_deref() {
+    let (result, elapsed) = if let Some(b) = builtin {
         let start = Instant::now();
-        let objective = Builtin::parse(b).expect("validated builtin").eval(&trial.x);
+        let objective = b.eval(&trial.x);
         let reported = Reported {
             objective,
             cost: None,
@@ -309,7 +315,7 @@ fn evaluate_and_tell(
         };
         let told = study
             .tell(trial.number, &outcome)
-            .map_err(|e| anyhow!("storing trial {}: {e}", trial.number));
+            .with_context(|| format!("storing trial {}", trial.number));
         drop(alive);
         told.map(|t| (t, panicked))
     })
@@ -366,6 +372,8 @@ struct Workers<'a> {
     every: Duration,
     /// Working directory of command objectives.
     dir: Option<PathBuf>,
+    /// The builtin problem, for a study with `[objective] builtin`.
+    builtin: Option<Box<dyn Problem>>,
     /// Set when a worker ends with an error: the others stop asking for trials.
     stop: AtomicBool,
     streak: Mutex<FailureStreak>,
@@ -380,14 +388,14 @@ impl Workers<'_> {
     fn work(&self, worker: &str) -> Result<Option<String>> {
         let (mut study, url) = self.target.open()?;
         while !self.stop.load(Ordering::SeqCst) {
-            let trial = match study.ask(worker).map_err(|e| anyhow!("{e}"))? {
+            let trial = match study.ask(worker)? {
                 Ask::Finished(f) => return Ok(Some(f.to_string())),
                 Ask::Trial(t) => t,
             };
-            let dir = self.dir.as_deref();
+            let (dir, builtin) = (self.dir.as_deref(), self.builtin.as_deref());
             let (told, panicked) =
                 evaluate_and_tell(&mut study, &url, &trial, self.every, |s, t| {
-                    evaluate(s, t, dir)
+                    evaluate(s, t, builtin, dir)
                 })?;
             if let Some(msg) = panicked {
                 bail!(
@@ -403,7 +411,7 @@ impl Workers<'_> {
                 bail!("stopped after {count} trials in a row failed with the same error: {reason}");
             }
             let _line = lock(&self.report);
-            let s = study.summary().map_err(|e| anyhow!("{e}"))?;
+            let s = study.summary()?;
             self.progress.trial(worker, &told, &s);
         }
         Ok(None)
@@ -463,7 +471,7 @@ pub fn run(target: &Target, opts: &RunOptions) -> Result<()> {
                 study.config().study.name
             );
         }
-        let gone = study.abandon_stale(stale).map_err(|e| anyhow!("{e}"))?;
+        let gone = study.abandon_stale(stale)?;
         let budget = study.config().budget.clone();
         let progress = Progress::new(opts.quiet, budget.max_trials, budget.total);
         if !gone.is_empty() {
@@ -471,12 +479,13 @@ pub fn run(target: &Target, opts: &RunOptions) -> Result<()> {
                 "marked abandoned (no heartbeat for {stale} s): trials {gone:?}"
             ));
         }
-        progress.start(&study.summary().map_err(|e| anyhow!("{e}"))?);
+        progress.start(&study.summary()?);
         Workers {
             target,
             progress,
             every: heartbeat_interval(stale),
             dir: command_dir(target)?,
+            builtin: study.config().builtin_problem()?,
             stop: AtomicBool::new(false),
             streak: Mutex::new(FailureStreak::default()),
             report: Mutex::new(()),
@@ -506,7 +515,7 @@ pub fn run(target: &Target, opts: &RunOptions) -> Result<()> {
         }
     }
     let mut study = target.study()?;
-    let s = study.summary().map_err(|e| anyhow!("{e}"))?;
+    let s = study.summary()?;
     println!(
         "{}",
         serde_json::to_string_pretty(&json!({
@@ -538,7 +547,7 @@ fn summary_json(s: &pandora_study::Summary) -> serde_json::Value {
 fn summary_text(name: &str, budget: Option<f64>, s: &pandora_study::Summary) -> String {
     let mut out = format!(
         "study {name}: {} complete, {} running, {} failed, {} abandoned\n",
-        s.counts[1], s.counts[0], s.counts[2], s.counts[3]
+        s.counts.complete, s.counts.running, s.counts.failed, s.counts.abandoned
     );
     match budget {
         Some(b) => out.push_str(&format!(
@@ -590,7 +599,7 @@ pub fn ask(target: &Target, worker: Option<&str>) -> Result<()> {
         || format!("{}-{}", hostname(), std::process::id()),
         str::to_string,
     );
-    match study.ask(&w).map_err(|e| anyhow!("{e}"))? {
+    match study.ask(&w)? {
         Ask::Trial(t) => {
             let mut out = json!({"number": t.number, "params": t.params});
             if let Some(c) = t.decision.cvs() {
@@ -652,7 +661,7 @@ pub fn tell(target: &Target, number: u64, args: TellArgs) -> Result<()> {
         random,
     } = args;
     let mut study = target.study()?;
-    let trials = study.trials().map_err(|e| anyhow!("{e}"))?;
+    let trials = study.trials()?;
     let trial = trials
         .iter()
         .find(|t| t.number == number)
@@ -665,9 +674,9 @@ pub fn tell(target: &Target, number: u64, args: TellArgs) -> Result<()> {
     let t = match (objective, failed) {
         (Some(_), Some(_)) => bail!("give either --objective or --failed"),
         (None, None) => bail!("give --objective V (and --cost C) or --failed REASON"),
-        (Some(objective), None) if study.config().cvs.is_some() => study
-            .tell_realized(number, objective, cost, &random)
-            .map_err(|e| anyhow!("{e}"))?,
+        (Some(objective), None) if study.config().cvs.is_some() => {
+            study.tell_realized(number, objective, cost, &random)?
+        }
         (Some(_), None) if !random.is_empty() => {
             bail!("--random: only a study with a [cvs] section has random parameters")
         }
@@ -677,13 +686,9 @@ pub fn tell(target: &Target, number: u64, args: TellArgs) -> Result<()> {
                 (None, CostKind::Uniform | CostKind::Known) => known.unwrap_or(1.0),
                 (None, _) => bail!("--cost: required because cost.kind is reported or runtime"),
             };
-            study
-                .tell(number, &Outcome::Complete { objective, cost })
-                .map_err(|e| anyhow!("{e}"))?
+            study.tell(number, &Outcome::Complete { objective, cost })?
         }
-        (None, Some(reason)) => study
-            .tell(number, &Outcome::Failed { reason, cost })
-            .map_err(|e| anyhow!("{e}"))?,
+        (None, Some(reason)) => study.tell(number, &Outcome::Failed { reason, cost })?,
     };
     println!("{}", trial_json(&t));
     Ok(())
@@ -695,7 +700,7 @@ pub fn status(target: &Target, format: &str) -> Result<()> {
         bail!("--format: expected json or text, got '{format}'");
     }
     let mut study = target.study()?;
-    let s = study.summary().map_err(|e| anyhow!("{e}"))?;
+    let s = study.summary()?;
     if format == "text" {
         let c = study.config();
         print!("{}", summary_text(&c.study.name, c.budget.total, &s));
@@ -708,7 +713,7 @@ pub fn status(target: &Target, format: &str) -> Result<()> {
 /// `pandora best CONFIG`.
 pub fn best(target: &Target) -> Result<()> {
     let mut study = target.study()?;
-    match study.best().map_err(|e| anyhow!("{e}"))? {
+    match study.best()? {
         Some(t) => println!("{}", serde_json::to_string_pretty(&trial_json(&t))?),
         None => bail!("no complete trial yet"),
     }
@@ -723,7 +728,7 @@ pub fn export(target: &Target, format: &str) -> Result<()> {
         bail!("--format: expected csv or json, got '{format}'");
     }
     let mut study = target.study()?;
-    let trials = study.trials().map_err(|e| anyhow!("{e}"))?;
+    let trials = study.trials()?;
     match format {
         "json" => {
             let rows: Vec<serde_json::Value> = trials.iter().map(Trial::export_json).collect();
@@ -815,7 +820,7 @@ pub fn export(target: &Target, format: &str) -> Result<()> {
 /// default `<study>.png`) and prints `{"figure": FILE, "trials": N}`.
 pub fn plot(target: &Target, out: Option<&str>) -> Result<()> {
     let mut study = target.study()?;
-    let trials = study.trials().map_err(|e| anyhow!("{e}"))?;
+    let trials = study.trials()?;
     let out = out.map_or_else(
         || format!("{}.png", study.config().study.name),
         str::to_string,

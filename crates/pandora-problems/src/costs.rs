@@ -59,6 +59,11 @@ impl CostFn for Uniform {
     }
 }
 
+/// The PBGI paper's cost `c(x) = 1 + 20·mean(x)` on the unit cube (range [1, 21]).
+pub fn linear_mean_cost(x: &[f64]) -> f64 {
+    1.0 + 20.0 * x.iter().sum::<f64>() / x.len() as f64
+}
+
 /// `c(x) = (1 + 20·mean(x)) / scale`: `scale = 1` is the PBGI paper's `linear_mean`, `scale = 11`
 /// the stopping paper's normalized `linear` (mean 1 under uniform `x`).
 #[derive(Debug, Clone, Copy)]
@@ -69,7 +74,7 @@ pub struct Linear {
 
 impl CostFn for Linear {
     fn cost(&self, x: &[f64]) -> f64 {
-        crate::linear_mean_cost(x) / self.scale
+        linear_mean_cost(x) / self.scale
     }
     fn cost_grad(&self, x: &[f64], grad: &mut [f64]) -> f64 {
         grad.fill(20.0 / x.len() as f64 / self.scale);

@@ -25,7 +25,7 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 use rayon::prelude::*;
 
 use crate::costs::Bump;
-use crate::problem::ProblemError;
+use crate::error::ProblemError;
 
 /// Which counterexample.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -12,7 +12,7 @@ use pandora_core::optim::multistart::{MultiStartOptions, Objective, maximize};
 use rand::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 
-use crate::problem::ProblemError;
+use crate::error::ProblemError;
 
 /// Settings of a GP prior sample.
 #[derive(Debug, Clone, PartialEq)]

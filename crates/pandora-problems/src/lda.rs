@@ -27,7 +27,7 @@ use pandora_core::gp::fit::{FitOptions, NoiseSpec, Prior, Priors};
 use pandora_core::gp::{GpModel, GpParams, Kernel, KernelKind, Transforms};
 use pandora_core::optim::multistart::{MultiStartOptions, Objective, maximize};
 
-use crate::problem::ProblemError;
+use crate::error::ProblemError;
 
 /// The grid, as shipped with the crate.
 pub const GRID_CSV: &str = include_str!("../data/online_lda_grid.csv");

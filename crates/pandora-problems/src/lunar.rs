@@ -67,7 +67,7 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 use rapier2d_f64::prelude::*;
 use rayon::prelude::*;
 
-use crate::problem::ProblemError;
+use crate::error::ProblemError;
 
 /// Simulation steps per second (gym's `FPS`); the time step is `1/FPS`.
 pub const FPS: f64 = 50.0;

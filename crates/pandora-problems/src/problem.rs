@@ -10,6 +10,7 @@ use std::fmt;
 
 use crate::costs::{Bump, Cosine, CostFn, Linear, Uniform};
 use crate::counterexamples::{AmplitudeScaling, Counterexample, Variant};
+use crate::error::ProblemError;
 use crate::gp_sample::{GpSample, GpSampleSpec};
 use crate::lda::Lda;
 use crate::lunar::LunarLanderProblem;
@@ -80,18 +81,6 @@ pub trait Problem: Send + Sync {
         None
     }
 }
-
-/// What went wrong building a problem.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ProblemError(pub String);
-
-impl fmt::Display for ProblemError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for ProblemError {}
 
 /// Which problem to build: an objective name, a dimension, a cost name and a seed. Construct it
 /// with `..Default::default()` so that options added later keep your code compiling.

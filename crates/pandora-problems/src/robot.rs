@@ -30,7 +30,7 @@ use std::sync::Mutex;
 
 use rapier2d_f64::prelude::*;
 
-use crate::problem::ProblemError;
+use crate::error::ProblemError;
 
 /// The first four standard normal draws of `numpy.random` (legacy `RandomState`) after
 /// `np.random.seed(0)`; the reference draws its command noise from them.

@@ -7,7 +7,7 @@
 //! direction = "maximize"          # or "minimize"
 //!
 //! [objective]
-//! builtin = "ackley"              # ackley | levy | rosenbrock, on [0,1]^dim
+//! builtin = "ackley"              # a problem of `pandora_problems::names()`, on [0,1]^dim
 //! dim = 4
 //! # or: command = ["python3", "train.py"], timeout_s = 600, and a [[space]] list
 //! # or: kind = "external" and a [[space]] list: trials are evaluated outside Pandora
@@ -34,6 +34,7 @@
 
 use crate::error::{Error, Result, plain_words};
 use crate::space::{Direction, Param, SearchSpace};
+use crate::trial::Trial;
 use pandora_core::stopping::{RuleConfig, StoppingConfig};
 use serde::{Deserialize, Serialize};
 
@@ -66,7 +67,7 @@ pub struct StudyConfig {
     /// parameters left random (see `docs/cvs.md`, "Studies"). Such a study hands out a control set
     /// and values for its parameters, and is told the realized values of the others.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cvs: Option<crate::cvs::CvsSection>,
+    pub cvs: Option<crate::cvs::section::CvsSection>,
 }
 
 /// `[study]`.
@@ -355,12 +356,12 @@ impl StudyConfig {
                 ));
             }
             (_, Some(b), None) => {
-                if pandora_problems::Builtin::parse(b).is_none() {
+                if !pandora_problems::names().contains(&b.as_str()) {
                     return Err(Error::invalid(
                         "objective.builtin",
                         format!(
                             "unknown problem '{b}' (available: {})",
-                            pandora_problems::Builtin::NAMES.join(", ")
+                            pandora_problems::names().join(", ")
                         ),
                     ));
                 }
@@ -374,9 +375,6 @@ impl StudyConfig {
                     }
                     None if self.space.is_some() => {}
                     None => return Err(Error::invalid("objective.dim", "required by `builtin`")),
-                }
-                if b == "rosenbrock" && self.dim() < 2 {
-                    return Err(Error::invalid("objective.dim", "rosenbrock needs dim >= 2"));
                 }
             }
             (_, None, Some(cmd)) => {
@@ -478,7 +476,34 @@ impl StudyConfig {
             s.validate(self)?;
         }
         if let Some(c) = &self.cvs {
-            c.validate(self)?;
+            self.validate_cvs_fit()?;
+            c.validate(&self.search_space())?;
+        }
+        Ok(())
+    }
+
+    /// Checks the sections a `[cvs]` study replaces or cannot use: its costs are its control
+    /// sets' (no `[cost]`), it has no stopping rule, and it is evaluated outside Pandora or on a
+    /// builtin problem (no command).
+    fn validate_cvs_fit(&self) -> Result<()> {
+        if self.cost.kind != CostKind::Uniform || self.cost.formula.is_some() {
+            return Err(Error::invalid(
+                "cost",
+                "a [cvs] study's costs are its control sets' costs: remove the [cost] section",
+            ));
+        }
+        if self.policy.stopping.is_some() {
+            return Err(Error::invalid(
+                "policy.stopping",
+                "stopping rules are not available for [cvs] studies",
+            ));
+        }
+        if self.objective.command.is_some() {
+            return Err(Error::invalid(
+                "objective",
+                "a [cvs] study is evaluated outside Pandora (kind = \"external\", with \
+                 pandora ask/tell) or simulated on a builtin problem; commands are not supported",
+            ));
         }
         Ok(())
     }
@@ -545,6 +570,34 @@ impl StudyConfig {
     pub fn dim(&self) -> usize {
         self.search_space().dim()
     }
+
+    /// The builtin problem (`[objective] builtin`) on the unit cube of the search space, from
+    /// `pandora_problems`' registry (every problem it lists; instances that depend on a seed use
+    /// `[policy] seed`), or `None` for other objectives. The study prices evaluations itself
+    /// (`[cost]`), so the problem's own cost is not used.
+    ///
+    /// Errors (naming `objective.builtin`) on a dimension or option the problem does not accept.
+    pub fn builtin_problem(&self) -> Result<Option<Box<dyn pandora_problems::Problem>>> {
+        let Some(name) = &self.objective.builtin else {
+            return Ok(None);
+        };
+        let spec = pandora_problems::ProblemSpec {
+            objective: name.clone(),
+            dim: self.dim(),
+            cost: "uniform".into(),
+            seed: self.policy.seed,
+            ..Default::default()
+        };
+        pandora_problems::build(&spec)
+            .map(Some)
+            .map_err(|e| Error::invalid("objective.builtin", e.to_string()))
+    }
+}
+
+/// Whether a trial's cost is charged to the budget (the initial design's only if
+/// `[budget] count_initial`).
+pub(crate) fn counts_toward_budget(config: &StudyConfig, t: &Trial) -> bool {
+    config.budget.count_initial || t.decision.phase != pandora_core::policy::Phase::InitialDesign
 }
 
 /// How the stopping rule's λ is chosen.
@@ -881,5 +934,71 @@ mod limit_tests {
                 assert!(!reason.contains(jargon), "{bad}: {reason}");
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod builtin_tests {
+    use super::*;
+
+    fn builtin(name: &str, dim: usize) -> String {
+        format!(
+            "[study]\nname = \"b\"\n[objective]\nbuiltin = \"{name}\"\ndim = {dim}\n\
+             [budget]\nmax_trials = 5\n"
+        )
+    }
+
+    #[test]
+    fn every_registry_problem_is_a_builtin() {
+        // Problems beyond the PBGI paper's three, at dimensions they are defined for.
+        for (name, dim, optimum) in [
+            ("branin", 2, -5.0 / (4.0 * std::f64::consts::PI)),
+            ("hartmann3", 3, 3.86278),
+            ("ackley", 3, 0.0),
+        ] {
+            let cfg = StudyConfig::from_toml(&builtin(name, dim)).unwrap();
+            let p = cfg.builtin_problem().unwrap().expect("a builtin problem");
+            assert_eq!((p.name(), p.dim()), (name, dim));
+            let x = p.argmax().expect("a known maximizer");
+            assert!(
+                (p.eval(&x) - optimum).abs() < 1e-4,
+                "{name}: {}",
+                p.eval(&x)
+            );
+        }
+        for name in pandora_problems::names() {
+            assert!(
+                StudyConfig::from_toml(&builtin(name, 1)).is_ok(),
+                "{name}: the name is accepted (the dimension is checked when it is built)"
+            );
+        }
+    }
+
+    #[test]
+    fn builtin_errors_name_the_field() {
+        let cfg = StudyConfig::from_toml(&builtin("branin", 3)).unwrap();
+        match cfg.builtin_problem() {
+            Err(Error::Invalid { what, reason }) => {
+                assert_eq!(what, "objective.builtin");
+                assert!(reason.contains("dim = 2"), "{reason}");
+            }
+            Err(other) => panic!("expected an invalid-config error, got {other:?}"),
+            Ok(_) => panic!("branin is not defined in 3-D"),
+        }
+        match StudyConfig::from_toml(&builtin("nosuch", 2)) {
+            Err(Error::Invalid { what, reason }) => {
+                assert_eq!(what, "objective.builtin");
+                assert!(
+                    reason.contains("lunar_lander"),
+                    "lists every name: {reason}"
+                );
+            }
+            other => panic!("expected an invalid-config error, got {other:?}"),
+        }
+        let command = "[study]\nname = \"c\"\n[objective]\ncommand = [\"f\"]\n[[space]]\n\
+                       name = \"x\"\ntype = \"float\"\nlow = 0.0\nhigh = 1.0\n\
+                       [budget]\nmax_trials = 5\n";
+        let cfg = StudyConfig::from_toml(command).unwrap();
+        assert!(cfg.builtin_problem().unwrap().is_none());
     }
 }

@@ -21,4 +21,4 @@ pub mod trial;
 pub use config::StudyConfig;
 pub use error::{Error, Result};
 pub use study::{Ask, Finished, StoppingStatus, Study, Summary};
-pub use trial::{NewTrial, Outcome, Trial, TrialState};
+pub use trial::{NewTrial, Outcome, Trial, TrialCounts, TrialState};

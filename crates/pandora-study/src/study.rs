@@ -10,15 +10,15 @@
 //! stopped. What an ask carries to the next (the warm start, B-MS-EI's carry, the automatic λ,
 //! the stop) is the typed [`StudyState`].
 
-use crate::config::{CostKind, StudyConfig};
+use crate::config::{CostKind, StudyConfig, counts_toward_budget};
 use crate::error::{Error, Result};
 use crate::space::SearchSpace;
 use crate::storage::Storage;
-use crate::trial::{Decided, NewTrial, Outcome, Trial, TrialState};
+use crate::trial::{Decided, NewTrial, Outcome, Trial, TrialCounts, TrialState, finish};
 use pandora_core::acquisition::{AcquisitionName, AcquisitionParams, LinearMeanCost};
 use pandora_core::gp::GpParams;
 use pandora_core::gp::fit::{FitOptions, NoiseSpec};
-use pandora_core::policy::{CostSetting, Phase, Proposal, StepConfig};
+use pandora_core::policy::{CostSetting, Proposal, StepConfig};
 use pandora_core::run::driver::{
     self, BudgetSpec, DecaySpec, Entry, KnownCostFn, Policy, Run, StopLambda, StopSpec, Verdict,
 };
@@ -35,8 +35,8 @@ pub use pandora_core::run::Finished;
 /// A summary of a study.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Summary {
-    /// Number of trials by state: running, complete, failed, abandoned.
-    pub counts: [usize; 4],
+    /// Number of trials in each state.
+    pub counts: TrialCounts,
     /// Cost of all evaluated trials.
     pub total_cost: f64,
     /// Cost counted toward the budget.
@@ -67,10 +67,10 @@ impl Summary {
     pub fn to_json(&self) -> serde_json::Value {
         let finite = |v: f64| v.is_finite().then_some(v);
         json!({
-            "running": self.counts[0],
-            "complete": self.counts[1],
-            "failed": self.counts[2],
-            "abandoned": self.counts[3],
+            "running": self.counts.running,
+            "complete": self.counts.complete,
+            "failed": self.counts.failed,
+            "abandoned": self.counts.abandoned,
             "total_cost": self.total_cost,
             "budget_spent": self.budget_spent,
             "lambda": self.lambda,
@@ -399,17 +399,12 @@ impl Study {
     pub fn summary(&mut self) -> Result<Summary> {
         let trials = self.trials()?;
         let dir = self.config.study.direction;
-        let mut counts = [0usize; 4];
+        let mut counts = TrialCounts::default();
         let mut total_cost = 0.0;
         let mut budget_spent = 0.0;
         let mut best: Option<Trial> = None;
         for t in &trials {
-            counts[match t.state {
-                TrialState::Running => 0,
-                TrialState::Complete => 1,
-                TrialState::Failed => 2,
-                TrialState::Abandoned => 3,
-            }] += 1;
+            counts.add(t.state);
             let c = t.cost.unwrap_or(0.0);
             total_cost += c;
             if counts_toward_budget(&self.config, t) {
@@ -465,11 +460,6 @@ pub fn params_to_json(p: &GpParams) -> serde_json::Value {
 /// Reads [`params_to_json`] back (None if anything is missing or invalid).
 pub fn params_from_json(v: &serde_json::Value) -> Option<GpParams> {
     HyperRecord::deserialize(v).ok()?.params()
-}
-
-/// Whether a trial's cost is charged to the budget (the initial design's only if `count_initial`).
-pub(crate) fn counts_toward_budget(config: &StudyConfig, t: &Trial) -> bool {
-    config.budget.count_initial || t.decision.phase != Phase::InitialDesign
 }
 
 fn known_cost(config: &StudyConfig, x: &[f64]) -> Option<f64> {
@@ -655,12 +645,6 @@ fn decide(
         decision,
     };
     Ok(Decided::Trial(trial, state.to_json()))
-}
-
-/// No trial: `finished`, recorded in the study state so that reports say why.
-pub(crate) fn finish(finished: Finished, mut state: StudyState) -> Decided {
-    state.finished = Some(finished.clone());
-    Decided::Finished(finished, Some(state.to_json()))
 }
 
 /// The record of a trial the driver proposed (`pending`: trials running when it was decided;

@@ -1,7 +1,7 @@
 //! Trials: one evaluation of the objective, from proposal to outcome.
 
 use pandora_core::run::Finished;
-use pandora_core::run::record::DecisionRecord;
+use pandora_core::run::record::{DecisionRecord, StudyState};
 use serde::{Deserialize, Serialize};
 
 /// The life cycle of a trial.
@@ -16,6 +16,36 @@ pub enum TrialState {
     Failed,
     /// The worker vanished (no heartbeat before the timeout).
     Abandoned,
+}
+
+/// How many trials are in each state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct TrialCounts {
+    /// Handed out, no outcome yet.
+    pub running: usize,
+    /// Evaluated.
+    pub complete: usize,
+    /// Failed.
+    pub failed: usize,
+    /// Abandoned by their worker.
+    pub abandoned: usize,
+}
+
+impl TrialCounts {
+    /// Counts one more trial in `state`.
+    pub fn add(&mut self, state: TrialState) {
+        match state {
+            TrialState::Running => self.running += 1,
+            TrialState::Complete => self.complete += 1,
+            TrialState::Failed => self.failed += 1,
+            TrialState::Abandoned => self.abandoned += 1,
+        }
+    }
+
+    /// Trials with an outcome: complete, failed or abandoned.
+    pub fn done(&self) -> usize {
+        self.complete + self.failed + self.abandoned
+    }
 }
 
 impl TrialState {
@@ -191,9 +221,39 @@ pub enum Decided {
     Finished(Finished, Option<serde_json::Value>),
 }
 
+/// No trial: `finished`, recorded in the study state so that reports say why.
+pub(crate) fn finish(finished: Finished, mut state: StudyState) -> Decided {
+    state.finished = Some(finished.clone());
+    Decided::Finished(finished, Some(state.to_json()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn counts_add_each_state_to_its_own_field() {
+        let mut c = TrialCounts::default();
+        for s in [
+            TrialState::Running,
+            TrialState::Complete,
+            TrialState::Complete,
+            TrialState::Failed,
+            TrialState::Complete,
+            TrialState::Abandoned,
+            TrialState::Failed,
+        ] {
+            c.add(s);
+        }
+        let want = TrialCounts {
+            running: 1,
+            complete: 3,
+            failed: 2,
+            abandoned: 1,
+        };
+        assert_eq!(c, want);
+        assert_eq!(c.done(), 6);
+    }
 
     /// Reference values from GNU `date -u -d @SECONDS +%Y-%m-%dT%H:%M:%S` (an independent
     /// implementation), including leap days, century rules and times before 1970.

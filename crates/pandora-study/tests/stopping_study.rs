@@ -2,7 +2,6 @@
 //! the stop and its persistence, λ chosen from a budget.
 
 use pandora_core::policy::Phase;
-use pandora_problems::Builtin;
 use pandora_study::storage::Storage;
 use pandora_study::storage::sqlite::SqliteStorage;
 use pandora_study::{Ask, Finished, Outcome, Study, StudyConfig, Trial};
@@ -40,10 +39,15 @@ fn open(dir: &tempfile::TempDir, toml: &str) -> Study {
 
 /// Runs asks and tells (ackley, unit cost) until the study finishes or `max` trials exist.
 fn run(study: &mut Study, max: usize) -> Option<Finished> {
+    let ackley = study
+        .config()
+        .builtin_problem()
+        .expect("builtin")
+        .expect("ackley");
     for _ in 0..max {
         match study.ask("w").expect("ask") {
             Ask::Trial(t) => {
-                let v = Builtin::parse("ackley").unwrap().eval(&t.x);
+                let v = ackley.eval(&t.x);
                 study
                     .tell(
                         t.number,

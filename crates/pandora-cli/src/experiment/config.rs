@@ -4,8 +4,9 @@
 //! optional `[smoke]` table whose values replace the experiment's sizes under `--smoke`, and an
 //! optional `[stopping]` table (see [`super::stopping`]). See docs/experiments.md for every key.
 
-use super::stopping::{StoppingPlan, StoppingSection};
-use anyhow::{Context, Result, anyhow, bail};
+use super::format::label_number;
+use super::stopping::plan::{StoppingPlan, StoppingSection};
+use anyhow::{Context, Result, bail};
 use pandora_core::acquisition::{AcquisitionName, AcquisitionParams, FantasyTree, PbgiDecay};
 use pandora_core::gp::KernelKind;
 use pandora_core::gp::fit::{FitOptions, NoiseSpec, Priors};
@@ -262,6 +263,16 @@ pub struct ResolvedPolicy {
     pub config: PolicyConfig,
 }
 
+impl ResolvedPolicy {
+    /// The λ of a fixed-λ PBGI policy (`acquisition = "pbgi"` with `lambda`), else `None`.
+    pub fn fixed_pbgi_lambda(&self) -> Option<f64> {
+        match self.config.acquisition.as_str() {
+            "pbgi" => self.config.lambda,
+            _ => None,
+        }
+    }
+}
+
 /// One run: a problem instance, a policy and a seed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RunSpec {
@@ -356,25 +367,20 @@ pub fn build_problem(p: &ProblemConfig, seed: u64) -> Result<Box<dyn Problem>> {
         seed: problem_seed(seed),
         options: option_strings(p),
     };
-    pandora_problems::build(&spec).map_err(|e| anyhow!("problem '{}': {e}", p.objective))
+    pandora_problems::build(&spec).with_context(|| format!("problem '{}'", p.objective))
 }
 
 fn default_problem_label(p: &ProblemConfig) -> String {
     format!("{}-d{}-{}", p.objective, p.dim, p.cost)
 }
 
-fn format_number(v: f64) -> String {
-    let s = format!("{v}");
-    if s.len() > 8 { format!("{v:e}") } else { s }
-}
-
 fn default_policy_label(p: &PolicyConfig) -> String {
     match p.acquisition.as_str() {
-        "pbgi" => format!("pbgi({})", p.lambda.map_or("?".into(), format_number)),
+        "pbgi" => format!("pbgi({})", p.lambda.map_or("?".into(), label_number)),
         "pbgi_d" => format!(
             "pbgi_d({},{})",
-            format_number(p.lambda0.unwrap_or(0.1)),
-            format_number(p.beta.unwrap_or(2.0))
+            label_number(p.lambda0.unwrap_or(0.1)),
+            label_number(p.beta.unwrap_or(2.0))
         ),
         "b_ms_ei" | "ms_ei" => {
             let stages: Vec<String> = p
@@ -413,7 +419,7 @@ pub fn file_component(label: &str) -> String {
 
 fn check_policy(p: &PolicyConfig) -> Result<()> {
     let name = AcquisitionName::parse(&p.acquisition)
-        .map_err(|e| anyhow!("policy '{}': {e}", default_policy_label(p)))?;
+        .with_context(|| format!("policy '{}'", default_policy_label(p)))?;
     let label = default_policy_label(p);
     match name {
         AcquisitionName::Pbgi => match p.lambda {
@@ -423,7 +429,7 @@ fn check_policy(p: &PolicyConfig) -> Result<()> {
         },
         AcquisitionName::PbgiD => {
             PbgiDecay::new(p.lambda0.unwrap_or(0.1), p.beta.unwrap_or(2.0))
-                .map_err(|e| anyhow!("policy '{label}': {e}"))?;
+                .with_context(|| format!("policy '{label}'"))?;
         }
         _ => {}
     }
@@ -618,8 +624,18 @@ impl ExperimentFile {
         let stopping = self
             .stopping
             .as_ref()
-            .map(|st| st.resolve(smoke, &problems, &policies))
+            .map(|st| st.resolve(smoke))
             .transpose()?;
+        if let Some(sp) = &stopping {
+            for p in &problems {
+                sp.check_problem(&p.label, p.config.dim)?;
+            }
+            for p in &policies {
+                if let Some(l) = p.fixed_pbgi_lambda() {
+                    sp.check_pbgi_policy(&p.label, l)?;
+                }
+            }
+        }
         Ok(Plan {
             name: e.name.clone(),
             smoke,
@@ -635,8 +651,7 @@ impl ExperimentFile {
 
 /// The objective-model fit options of a problem's `[problem.model]`.
 pub fn model_fit_options(m: &ModelConfig) -> Result<FitOptions> {
-    let kind = KernelKind::parse(m.kernel.as_deref().unwrap_or("matern52"))
-        .map_err(|e| anyhow!("model: {e}"))?;
+    let kind = KernelKind::parse(m.kernel.as_deref().unwrap_or("matern52")).context("model")?;
     let noise = m.noise.unwrap_or(1e-4);
     if !(noise.is_finite() && noise >= 0.0) {
         bail!("model: noise must be finite and >= 0");

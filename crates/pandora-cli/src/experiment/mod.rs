@@ -1,11 +1,17 @@
 //! `pandora experiment`: a grid of problems × policies × seeds run in parallel, one trace per run,
 //! resumable, with summaries of regret against cumulative cost. See docs/experiments.md.
 //!
-//! Modules: [`config`] (the TOML file and its resolution into runs), [`run`] (one BO run),
-//! [`trace`] (the JSON-lines trace format) and [`summary`] (statistics on a common cost grid).
+//! Modules, each importing only those listed before it: [`format`] (CSV cells and numbers),
+//! [`stopping::plan`] (the `[stopping]` table), [`config`] (the TOML file and its resolution into
+//! runs), [`trace`] (the JSON-lines trace format), [`summary`] (statistics on a common cost
+//! grid), [`stopping`] (recording the stopping statistics and replaying the rules offline),
+//! [`figures`] (the plots), [`run`] (one BO run) and [`report`] (every summary file of an
+//! experiment directory).
 
 pub mod config;
 pub mod figures;
+pub mod format;
+pub mod report;
 pub mod run;
 pub mod stopping;
 pub mod summary;
@@ -52,7 +58,7 @@ enum ExperimentCommand {
 /// Entry point of `pandora experiment`.
 pub fn main(args: Args) -> Result<()> {
     if let Some(ExperimentCommand::Summarize { dir }) = &args.command {
-        print!("{}", summary::write_summary(dir)?);
+        print!("{}", report::write_summary(dir)?);
         return Ok(());
     }
     let Some(config) = &args.config else {
@@ -79,7 +85,7 @@ pub fn main(args: Args) -> Result<()> {
         bail!("--jobs must be at least 1");
     }
     let failures = execute(&plan, &out, jobs)?;
-    let table = summary::write_summary(&out)?;
+    let table = report::write_summary(&out)?;
     if !args.quiet {
         print!("{table}");
     }

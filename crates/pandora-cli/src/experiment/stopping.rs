@@ -14,365 +14,26 @@
 //! (per problem × policy × rule × λ, with the hindsight oracle and the best fixed iteration as
 //! extra rows).
 
-use super::config::{Plan, ResolvedPolicy, ResolvedProblem, splitmix64};
+pub mod plan;
+
+use super::config::{Plan, ResolvedPolicy, splitmix64};
+use super::format::{csv_field, fmt_number, fmt_sig3};
 use super::trace::{StoppingStats, Trace};
 use anyhow::{Context, Result, anyhow, bail};
 use pandora_core::gp::GpModel;
 use pandora_core::policy::Phase;
 use pandora_core::stopping::median::{LogEipcMed, SrGapMed};
 use pandora_core::stopping::pbgi::PbgiStopping;
-use pandora_core::stopping::prb::{Prb, SampleSchedule};
+use pandora_core::stopping::prb::Prb;
 use pandora_core::stopping::ucb_lcb::UcbLcb;
 use pandora_core::stopping::{
     Candidates, CostInfo, Guard, OptimizerConfig, RuleConfig, RunState, StopOutcome,
     StoppingConfig, SuppliedStatistics, Trace as RegretTrace, evaluate_stop, replay,
 };
-use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, HashSet};
+pub use plan::{StatisticsSpec, StoppingPlan};
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::time::Instant;
-
-fn yes() -> bool {
-    true
-}
-
-/// The `[stopping]` table of an experiment file.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct StoppingSection {
-    /// Cost scales λ at which every rule is evaluated (`R_λ = regret + λ·cost`; the PBGI rule's
-    /// threshold is `log λ`).
-    pub lambdas: Vec<f64>,
-    /// Rules: a name (`"pbgi"`, `"ucb-lcb"`, …, every default) or a table as in
-    /// `pandora_core::stopping::StoppingConfig` (`{ rule = "fixed-budget", max_iterations = 50 }`,
-    /// `{ rule = "pbgi", window = 20, burn_in = 20 }`), with an optional `label`.
-    pub rules: Vec<toml::Value>,
-    /// Evaluate a fixed-λ PBGI policy only at its own λ (the paper pairs PBGI(λ) with the rule
-    /// at λ; default true). Its λ must then be one of `lambdas`.
-    #[serde(default = "yes")]
-    pub policy_lambda_only: bool,
-    /// Raw Sobol points of the statistics' maximizations (default `200·d`).
-    pub raw_samples: Option<usize>,
-    /// L-BFGS-B restarts of the statistics' maximizations (default `10·d`).
-    pub num_restarts: Option<usize>,
-    /// 1-D problems only: also evaluate the LogEIPC and UCB statistics on this many evenly spaced
-    /// points of `[0, 1]` (the paper used an exhaustive 10 001-point grid in 1-D).
-    pub grid: Option<usize>,
-    /// 1-D problems only: maximize PRB's sample paths exhaustively on this many evenly spaced
-    /// points (paths sharing one frequency draw, evaluated together) instead of by multi-start
-    /// L-BFGS-B path by path.
-    pub prb_grid: Option<usize>,
-    /// Replacements under `--smoke`.
-    pub smoke: Option<StoppingSmoke>,
-}
-
-/// `[stopping.smoke]`: cheaper statistics under `--smoke`.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct StoppingSmoke {
-    /// PRB's sample schedule (`{ initial, growth, max }`).
-    pub prb_schedule: Option<SampleSchedule>,
-    /// PRB's random Fourier features per path.
-    pub prb_features: Option<usize>,
-    /// Raw samples of the statistics' maximizations.
-    pub raw_samples: Option<usize>,
-    /// Restarts of the statistics' maximizations.
-    pub num_restarts: Option<usize>,
-    /// 1-D grid size (0 turns the grid off).
-    pub grid: Option<usize>,
-    /// PRB's 1-D grid size (0 turns it off).
-    pub prb_grid: Option<usize>,
-}
-
-/// A rule with its label.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct LabelledRule {
-    /// Label in the CSVs.
-    pub label: String,
-    /// The rule.
-    pub config: StoppingConfig,
-}
-
-/// PRB's statistic settings.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct PrbSpec {
-    /// Regret tolerance ε.
-    pub epsilon: f64,
-    /// Sample schedule (`S_0 = initial`, `S_{t+1} = min(⌈growth·S_t⌉, max)`).
-    pub schedule: SampleSchedule,
-    /// Random Fourier features per path.
-    pub num_features: usize,
-    /// 1-D grid on which the paths are maximized (`None`: multi-start L-BFGS-B per path).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub grid: Option<usize>,
-}
-
-impl PrbSpec {
-    /// The number of sample paths at iteration `t`.
-    pub fn samples_at(&self, t: usize) -> usize {
-        let mut s = self.schedule.initial;
-        for _ in 0..t {
-            let next = self.schedule.next(s);
-            if next == s {
-                break;
-            }
-            s = next;
-        }
-        s
-    }
-}
-
-/// Which statistics a run records, and how they are maximized. This (not the replay settings)
-/// is part of a run's settings: changing λ or adding a rule that needs no new statistic keeps the
-/// traces valid.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct StatisticsSpec {
-    /// `max LogEIPC` (PBGI rule).
-    pub log_eipc: bool,
-    /// `max LogEIPC-inv` (LogEIPC-med).
-    pub log_eipc_inv: bool,
-    /// UCB-LCB.
-    pub ucb_lcb: bool,
-    /// SRGap.
-    pub srgap: bool,
-    /// PRB.
-    pub prb: Option<PrbSpec>,
-    /// Raw samples of the maximizations.
-    pub raw_samples: Option<usize>,
-    /// Restarts of the maximizations.
-    pub num_restarts: Option<usize>,
-    /// 1-D grid size.
-    pub grid: Option<usize>,
-}
-
-impl StatisticsSpec {
-    fn optimizer(&self) -> OptimizerConfig {
-        OptimizerConfig {
-            raw_samples: self.raw_samples,
-            num_restarts: self.num_restarts,
-        }
-    }
-}
-
-/// The resolved `[stopping]` section.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct StoppingPlan {
-    /// The λ values.
-    pub lambdas: Vec<f64>,
-    /// The rules.
-    pub rules: Vec<LabelledRule>,
-    /// See [`StoppingSection::policy_lambda_only`].
-    pub policy_lambda_only: bool,
-    /// What every run records.
-    pub statistics: StatisticsSpec,
-}
-
-fn rule_name(c: &RuleConfig) -> &'static str {
-    match c {
-        RuleConfig::Pbgi { .. } => "pbgi",
-        RuleConfig::UcbLcb { .. } => "ucb-lcb",
-        RuleConfig::LogEipcMed { .. } => "log-eipc-med",
-        RuleConfig::SrgapMed { .. } => "srgap-med",
-        RuleConfig::Prb { .. } => "prb",
-        RuleConfig::Convergence { .. } => "convergence",
-        RuleConfig::Gss { .. } => "gss",
-        RuleConfig::FixedBudget { .. } => "fixed-budget",
-        RuleConfig::Never => "never",
-    }
-}
-
-fn parse_rule(v: &toml::Value) -> Result<LabelledRule> {
-    match v {
-        toml::Value::String(name) => {
-            let config = StoppingConfig::from_name(name).map_err(|e| anyhow!("{e}"))?;
-            Ok(LabelledRule {
-                label: rule_name(&config.rule).to_string(),
-                config,
-            })
-        }
-        toml::Value::Table(t) => {
-            let mut t = t.clone();
-            let label = match t.remove("label") {
-                Some(toml::Value::String(s)) => Some(s),
-                Some(other) => bail!("a rule's label must be a string, got {other}"),
-                None => None,
-            };
-            if t.contains_key("optimizer") {
-                bail!(
-                    "set the statistics' maximization with [stopping] raw_samples / num_restarts, \
-                     not per rule"
-                );
-            }
-            let config: StoppingConfig = toml::Value::Table(t.clone())
-                .try_into()
-                .map_err(|e| anyhow!("rule {}: {e}", toml::Value::Table(t.clone())))?;
-            let label = label.unwrap_or_else(|| {
-                let params: Vec<String> = t
-                    .iter()
-                    .filter(|(k, _)| k.as_str() != "rule")
-                    .map(|(k, v)| format!("{k}={v}"))
-                    .collect();
-                if params.is_empty() {
-                    rule_name(&config.rule).to_string()
-                } else {
-                    format!("{}({})", rule_name(&config.rule), params.join(","))
-                }
-            });
-            Ok(LabelledRule { label, config })
-        }
-        other => bail!("a rule is a name or a table, got {other}"),
-    }
-}
-
-impl StoppingSection {
-    /// Resolves the section for `problems` and `policies` (with `[stopping.smoke]` if `smoke`).
-    pub fn resolve(
-        &self,
-        smoke: bool,
-        problems: &[ResolvedProblem],
-        policies: &[ResolvedPolicy],
-    ) -> Result<StoppingPlan> {
-        if self.lambdas.is_empty() {
-            bail!("[stopping] lambdas is empty");
-        }
-        let mut seen = Vec::new();
-        for &l in &self.lambdas {
-            if !(l.is_finite() && l > 0.0) {
-                bail!("[stopping] every lambda must be finite and > 0, got {l}");
-            }
-            if seen.contains(&l) {
-                bail!("[stopping] lambda {l} is listed twice");
-            }
-            seen.push(l);
-        }
-        if self.rules.is_empty() {
-            bail!("[stopping] rules is empty");
-        }
-        let mut rules = Vec::new();
-        let mut labels = HashSet::new();
-        for v in &self.rules {
-            let r = parse_rule(v).context("[stopping] rules")?;
-            if !labels.insert(r.label.clone()) {
-                bail!(
-                    "[stopping] two rules have the label '{}'; set distinct `label`s",
-                    r.label
-                );
-            }
-            if let RuleConfig::Pbgi {
-                lambda: Some(_), ..
-            } = r.config.rule
-            {
-                bail!(
-                    "[stopping] rule '{}': λ comes from `lambdas`, do not set it per rule",
-                    r.label
-                );
-            }
-            // Validates the parameters.
-            r.config
-                .build(Some(self.lambdas[0]))
-                .map_err(|e| anyhow!("[stopping] rule '{}': {e}", r.label))?;
-            rules.push(r);
-        }
-        let s = if smoke {
-            self.smoke.clone().unwrap_or_default()
-        } else {
-            StoppingSmoke::default()
-        };
-        let mut prb: Option<PrbSpec> = None;
-        let mut spec = StatisticsSpec {
-            log_eipc: false,
-            log_eipc_inv: false,
-            ucb_lcb: false,
-            srgap: false,
-            prb: None,
-            raw_samples: s.raw_samples.or(self.raw_samples),
-            num_restarts: s.num_restarts.or(self.num_restarts),
-            grid: match s.grid.or(self.grid) {
-                Some(0) | None => None,
-                Some(g) => Some(g),
-            },
-        };
-        for r in &rules {
-            match &r.config.rule {
-                RuleConfig::Pbgi { .. } => spec.log_eipc = true,
-                RuleConfig::LogEipcMed { .. } => spec.log_eipc_inv = true,
-                RuleConfig::UcbLcb { .. } => spec.ucb_lcb = true,
-                RuleConfig::SrgapMed { .. } => spec.srgap = true,
-                RuleConfig::Prb {
-                    epsilon,
-                    schedule,
-                    num_features,
-                    ..
-                } => {
-                    let p = PrbSpec {
-                        epsilon: *epsilon,
-                        schedule: s.prb_schedule.unwrap_or(*schedule),
-                        num_features: s.prb_features.unwrap_or(*num_features),
-                        grid: match s.prb_grid.or(self.prb_grid) {
-                            Some(0) | None => None,
-                            Some(g) => Some(g),
-                        },
-                    };
-                    match prb {
-                        Some(q) if q != p => bail!(
-                            "[stopping] PRB rules must share epsilon, schedule and num_features \
-                             (their statistic is recorded once per iteration)"
-                        ),
-                        _ => prb = Some(p),
-                    }
-                }
-                _ => {}
-            }
-        }
-        spec.prb = prb;
-        let prb_grid = spec.prb.and_then(|p| p.grid);
-        for g in [spec.grid, prb_grid].into_iter().flatten() {
-            if !(2..=1_000_000).contains(&g) {
-                bail!("[stopping] grid must be between 2 and 1 000 000 points, got {g}");
-            }
-            if let Some(p) = problems.iter().find(|p| p.config.dim != 1) {
-                bail!(
-                    "[stopping] grid is for 1-D problems; '{}' has d = {}",
-                    p.label,
-                    p.config.dim
-                );
-            }
-        }
-        if self.policy_lambda_only {
-            for p in policies {
-                if p.config.acquisition == "pbgi"
-                    && let Some(l) = p.config.lambda
-                    && !self.lambdas.contains(&l)
-                {
-                    bail!(
-                        "[stopping] policy '{}' has λ = {l}, which is not in `lambdas` \
-                         (policy_lambda_only = true evaluates it only at its own λ)",
-                        p.label
-                    );
-                }
-            }
-        }
-        Ok(StoppingPlan {
-            lambdas: self.lambdas.clone(),
-            rules,
-            policy_lambda_only: self.policy_lambda_only,
-            statistics: spec,
-        })
-    }
-}
-
-impl StoppingPlan {
-    /// The λ values at which runs of `policy` are evaluated.
-    pub fn lambdas_for(&self, policy: &ResolvedPolicy) -> Vec<f64> {
-        if self.policy_lambda_only
-            && policy.config.acquisition == "pbgi"
-            && let Some(l) = policy.config.lambda
-        {
-            return vec![l];
-        }
-        self.lambdas.clone()
-    }
-}
 
 /// Seed of the statistics at observation count `n` of a run with step seed `step_seed`.
 pub fn statistics_seed(step_seed: u64) -> u64 {
@@ -613,14 +274,14 @@ pub fn run_data(t: &Trace, reference: f64, spec: &StatisticsSpec) -> Result<RunD
         y: t.steps.iter().map(|s| s.y).collect(),
         cost: t.steps.iter().map(|s| s.cost).collect(),
         n_initial,
-        trace: RegretTrace::new(regret, cum).map_err(|e| anyhow!("{e}"))?,
+        trace: RegretTrace::new(regret, cum)?,
         supplied,
     })
 }
 
 /// The stopping iteration of `rule` at `lambda` on a run (`None`: never fired).
 pub fn stop_of(rule: &StoppingConfig, lambda: f64, data: &RunData) -> Result<Option<usize>> {
-    let mut r = rule.build(Some(lambda)).map_err(|e| anyhow!("{e}"))?;
+    let mut r = rule.build(Some(lambda))?;
     let rep = replay(
         r.as_mut(),
         data.d,
@@ -629,8 +290,7 @@ pub fn stop_of(rule: &StoppingConfig, lambda: f64, data: &RunData) -> Result<Opt
         &data.cost,
         data.n_initial,
         &data.supplied,
-    )
-    .map_err(|e| anyhow!("{e}"))?;
+    )?;
     Ok(rep.stop)
 }
 
@@ -650,12 +310,12 @@ pub fn replay_run(
         } else {
             Some(stop_of(&rule.config, sp.lambdas[0], &data)?)
         };
-        for lambda in sp.lambdas_for(policy) {
+        for lambda in sp.lambdas_for(policy.fixed_pbgi_lambda()) {
             let stop = match fixed {
                 Some(s) => s,
                 None => stop_of(&rule.config, lambda, &data)?,
             };
-            let o = evaluate_stop(&data.trace, lambda, stop).map_err(|e| anyhow!("{e}"))?;
+            let o = evaluate_stop(&data.trace, lambda, stop)?;
             rows.push(RunRow {
                 problem: t.header.problem.clone(),
                 policy: t.header.policy.clone(),
@@ -763,7 +423,7 @@ pub fn aggregate(
     let mut fixed_curves = Vec::new();
     for prob in &plan.problems {
         for pol in &plan.policies {
-            for lambda in sp.lambdas_for(pol) {
+            for lambda in sp.lambdas_for(pol.fixed_pbgi_lambda()) {
                 let mine: Vec<&RunRow> = rows
                     .iter()
                     .filter(|r| {
@@ -871,14 +531,6 @@ pub fn aggregate(
     (out, fixed_curves)
 }
 
-fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
-    }
-}
-
 /// `stopping_runs.csv`.
 pub fn runs_csv(rows: &[RunRow]) -> String {
     let mut out = String::from(
@@ -934,10 +586,6 @@ pub fn groups_csv(rows: &[GroupRow]) -> String {
         );
     }
     out
-}
-
-fn fmt(v: f64) -> String {
-    super::summary::fmt_number(v, 2)
 }
 
 /// One problem × λ of the stopping tables: rules × policies.
@@ -1019,8 +667,8 @@ pub fn table(plan: &Plan, sp: &StoppingPlan, rows: &[GroupRow]) -> String {
                 let cell = cell.map_or("-".to_string(), |r| {
                     format!(
                         "{} ± {} ({:.1}; {})",
-                        fmt(r.mean_r),
-                        fmt(r.se_r),
+                        fmt_number(r.mean_r, 2),
+                        fmt_number(r.se_r, 2),
                         r.mean_stop,
                         r.never_fired
                     )
@@ -1038,7 +686,6 @@ pub fn table(plan: &Plan, sp: &StoppingPlan, rows: &[GroupRow]) -> String {
 /// (mean ± 2 s.e., as the regret tables) and, in each policy's column, the rule with the lowest
 /// mean `R` in bold (the two oracles, `hindsight` and `best-fixed`, are not candidates).
 pub fn markdown(plan: &Plan, sp: &StoppingPlan, rows: &[GroupRow]) -> String {
-    use super::summary::fmt_sig3;
     let mut out = String::new();
     for g in stop_grids(plan, sp, rows) {
         let _ = writeln!(
@@ -1152,7 +799,9 @@ pub fn evaluate(
 mod tests {
     use super::super::config::parse;
     use super::super::trace::{End, Header, Step};
+    use super::plan::PrbSpec;
     use super::*;
+    use pandora_core::stopping::prb::SampleSchedule;
 
     const CONFIG: &str = r#"
 [experiment]
@@ -1430,7 +1079,7 @@ rules = [
             let bold = block.lines().filter(|l| l.contains("| **")).count();
             assert!(bold >= 1, "{block}");
             let bold_line = block.lines().find(|l| l.contains("| **")).unwrap();
-            assert!(bold_line.contains(&format!("**{} ±", super::super::summary::fmt_sig3(best))));
+            assert!(bold_line.contains(&format!("**{} ±", super::super::format::fmt_sig3(best))));
         }
         // The figure: the fixed-iteration curve and a marker per rule at (mean stop, mean R).
         let fig = super::super::figures::stopping_figure(&plan, &sp, &ev, "ackley-d1-uniform", 0.1);

@@ -14,12 +14,13 @@
 //! maximum (see [`references`]). A problem's `regret_reference` replaces both for every instance
 //! (see [`problem_references`]).
 //!
-//! [`write_summary`] writes the CSVs, the figures and `summary.md` (markdown tables, see
-//! [`markdown`]).
+//! [`super::report::write_summary`] writes the CSVs, the figures and `summary.md` (markdown
+//! tables, see [`markdown`]).
 
-use super::config::{Interpolation, Plan, ResolvedProblem, file_component};
+use super::config::{Interpolation, Plan, ResolvedProblem};
+use super::format::{csv_field, fmt_number, fmt_sig3};
 use super::trace::{self, Trace};
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use pandora_core::policy::Phase;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -332,14 +333,6 @@ pub fn problem_csv(s: &ProblemSummary) -> String {
     out
 }
 
-fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
-    }
-}
-
 /// The final-cost CSV over all problems.
 pub fn final_csv(all: &[ProblemSummary]) -> String {
     let mut out = String::from(
@@ -368,35 +361,6 @@ pub fn final_csv(all: &[ProblemSummary]) -> String {
         }
     }
     out
-}
-
-fn fmt_num(v: f64) -> String {
-    fmt_number(v, 3)
-}
-
-/// A number for a text table: 4 decimals in `[1e-3, 1e4)`, otherwise scientific with
-/// `exp_digits` digits after the point (0 as `0`).
-pub fn fmt_number(v: f64, exp_digits: usize) -> String {
-    if v == 0.0 {
-        "0".into()
-    } else if v.abs() >= 1e-3 && v.abs() < 1e4 {
-        format!("{v:.4}")
-    } else {
-        format!("{v:.exp_digits$e}")
-    }
-}
-
-/// A number for a markdown table: 3 significant digits, scientific below 1e-3 and from 1e5 on.
-pub fn fmt_sig3(v: f64) -> String {
-    if v == 0.0 || !v.is_finite() {
-        return format!("{v}");
-    }
-    let (sci, exp) = crate::plot::sci3(v);
-    if !(-3..5).contains(&exp) {
-        return sci;
-    }
-    let decimals = (2 - exp).max(0) as usize;
-    format!("{v:.decimals$}")
 }
 
 fn reference_phrase(r: Reference) -> String {
@@ -483,7 +447,7 @@ pub fn table(all: &[ProblemSummary]) -> String {
         }
         let mut header = format!("{:<22} {:>4}", "policy", "n");
         for &c in &cols {
-            header += &format!(" {:>34}", format!("c = {}", fmt_num(s.grid[c])));
+            header += &format!(" {:>34}", format!("c = {}", fmt_number(s.grid[c], 3)));
         }
         header += &format!(" {:>26} {:>10}", "mean ± 2se", "s/step");
         let _ = writeln!(out, "{header}");
@@ -495,16 +459,16 @@ pub fn table(all: &[ProblemSummary]) -> String {
                     " {:>34}",
                     format!(
                         "{} [{}, {}]",
-                        fmt_num(st.median),
-                        fmt_num(st.q25),
-                        fmt_num(st.q75)
+                        fmt_number(st.median, 3),
+                        fmt_number(st.q25, 3),
+                        fmt_number(st.q75, 3)
                     )
                 );
             }
             let st = &p.stats[m - 1];
             row += &format!(
                 " {:>26} {:>10}",
-                format!("{} ± {}", fmt_num(st.mean), fmt_num(st.se2)),
+                format!("{} ± {}", fmt_number(st.mean, 3), fmt_number(st.se2, 3)),
                 if p.mean_seconds_per_step.is_nan() {
                     "-".into()
                 } else {
@@ -519,69 +483,6 @@ pub fn table(all: &[ProblemSummary]) -> String {
         out.push('\n');
     }
     out
-}
-
-/// Reads `dir/experiment.json` and `dir/traces/`, writes `dir/summary/PROBLEM.csv`,
-/// `dir/summary/final.csv` and the figures (`PROBLEM.png|svg`, `all.png|svg`, see
-/// [`super::figures`]), with a `[stopping]` section also `dir/summary/stopping_runs.csv`,
-/// `dir/summary/stopping.csv` (see [`super::stopping`]) and the stopping figures, and returns
-/// the printed table.
-pub fn write_summary(dir: &Path) -> Result<String> {
-    let plan_path = dir.join("experiment.json");
-    let text = std::fs::read_to_string(&plan_path).with_context(|| {
-        format!("reading {plan_path:?} (is this an experiment output directory?)")
-    })?;
-    let plan: Plan = serde_json::from_str(&text).with_context(|| format!("in {plan_path:?}"))?;
-    let traces = read_traces(&dir.join("traces"))?;
-    if traces.is_empty() {
-        bail!("no traces in {:?}", dir.join("traces"));
-    }
-    let all = summarize(&plan, &traces);
-    let sdir = dir.join("summary");
-    std::fs::create_dir_all(&sdir)?;
-    for s in &all {
-        if s.policies.is_empty() {
-            continue;
-        }
-        let path = sdir.join(format!("{}.csv", file_component(&s.problem)));
-        std::fs::write(&path, problem_csv(s)).with_context(|| format!("writing {path:?}"))?;
-    }
-    std::fs::write(sdir.join("final.csv"), final_csv(&all))?;
-    super::figures::write_figures(&sdir, &all)?;
-    let mut text = table(&all);
-    let mut md = markdown(&all);
-    if let Some(sp) = &plan.stopping {
-        let mut refs = BTreeMap::new();
-        for prob in &plan.problems {
-            let mine: Vec<&Trace> = traces
-                .iter()
-                .filter(|t| t.header.problem == prob.label)
-                .collect();
-            for (seed, r) in problem_references(prob, &mine) {
-                refs.insert((prob.label.clone(), seed), r);
-            }
-        }
-        let ev = super::stopping::evaluate(&plan, sp, &traces, &refs)?;
-        std::fs::write(
-            sdir.join("stopping_runs.csv"),
-            super::stopping::runs_csv(&ev.rows),
-        )?;
-        std::fs::write(
-            sdir.join("stopping.csv"),
-            super::stopping::groups_csv(&ev.groups),
-        )?;
-        super::figures::write_stopping_figures(&sdir, &plan, sp, &ev)?;
-        text += &super::stopping::table(&plan, sp, &ev.groups);
-        md += &super::stopping::markdown(&plan, sp, &ev.groups);
-        if ev.incomplete > 0 {
-            text += &format!(
-                "({} incomplete run(s) left out of the stopping evaluation)\n",
-                ev.incomplete
-            );
-        }
-    }
-    std::fs::write(sdir.join("summary.md"), md)?;
-    Ok(text)
 }
 
 #[cfg(test)]

@@ -2,16 +2,18 @@
 //! pathwise samples.
 
 pub mod fit;
+pub mod gp_model;
 pub mod kernel;
 pub mod likelihood;
 pub mod model;
 pub mod paths;
 pub mod transform;
 
+pub use gp_model::{FitSummary, GpModel};
 pub use kernel::{Kernel, KernelKind};
 pub use model::{ExactGp, GpParams, PairPosterior, PosteriorBatch};
 pub use paths::{PosteriorPath, PriorPath};
-pub use transform::{GpModel, OutputScale, Transforms};
+pub use transform::{OutputScale, Transforms};
 
 use crate::error::Result;
 

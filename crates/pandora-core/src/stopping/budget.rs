@@ -30,7 +30,7 @@
 //! under-estimate each path's maximum, so use enough restarts (the defaults are `100·d` Sobol
 //! points and 2 restarts per path).
 
-use super::config::OptimizerConfig;
+use super::optimizer::OptimizerConfig;
 use super::{Candidates, check_positive};
 use crate::acquisition::ThompsonSample;
 use crate::error::{Error, Result};

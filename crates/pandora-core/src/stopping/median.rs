@@ -13,7 +13,7 @@
 //! The threshold only uses values seen so far: neither rule can stop before `I` values exist
 //! (a median over the first `I` values of the *whole recorded* trace would look ahead).
 
-use super::config::OptimizerConfig;
+use super::optimizer::OptimizerConfig;
 use super::search::maximize_pointwise;
 use super::{
     Comparison, Decision, Guard, GuardState, RunState, Statistic, StoppingRule, check_positive,

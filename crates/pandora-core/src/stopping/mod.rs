@@ -25,14 +25,17 @@
 //!   [`heuristics::Never`]: rules on the best-value history and the spend.
 //! - [`regret::hindsight`]: the offline oracle.
 //!
-//! Rules are built from a serializable [`StoppingConfig`]; [`budget`] chooses λ from a budget
-//! (Theorem 1 of the stopping paper); [`step`] connects a rule to a [`crate::policy::propose`]
-//! step; [`regret`] evaluates stops offline ([`replay`], [`RuleBank`]). See `docs/stopping.md`.
+//! Rules are built from a serializable [`StoppingConfig`] ([`config`]); the model-based rules
+//! share [`OptimizerConfig`] ([`optimizer`], a leaf that the rules and the config import);
+//! [`budget`] chooses λ from a budget (Theorem 1 of the stopping paper); [`step`] connects a rule
+//! to a [`crate::policy::propose`] step; [`regret`] evaluates stops offline ([`replay`],
+//! [`RuleBank`]). See `docs/stopping.md`.
 
 pub mod budget;
 pub mod config;
 pub mod heuristics;
 pub mod median;
+pub mod optimizer;
 pub mod pbgi;
 pub mod prb;
 pub mod regret;
@@ -40,7 +43,8 @@ mod search;
 pub mod step;
 pub mod ucb_lcb;
 
-pub use config::{OptimizerConfig, RuleConfig, StoppingConfig};
+pub use config::{RuleConfig, StoppingConfig};
+pub use optimizer::OptimizerConfig;
 pub use regret::{
     RuleBank, StopOutcome, Summary, Trace, cost_adjusted_regret, evaluate_stop, hindsight, replay,
     summarize,

@@ -33,7 +33,7 @@
 //! Candidate sets marked exclusive exclude evaluated points; the continuous maximization cannot
 //! exclude them, but at an evaluated point `σ` is at the noise level and its EI is negligible.
 
-use super::config::OptimizerConfig;
+use super::optimizer::OptimizerConfig;
 use super::search::maximize_pointwise;
 use super::{
     Comparison, Decision, Guard, GuardState, RunState, Statistic, StoppingRule, check_positive,

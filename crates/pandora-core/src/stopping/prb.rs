@@ -12,7 +12,7 @@
 //! problems). Each path is maximized by multi-start L-BFGS-B on `[0,1]^d` (plus the candidates;
 //! exclusive candidate sets are searched exhaustively); the posterior is the one on all data.
 
-use super::config::OptimizerConfig;
+use super::optimizer::OptimizerConfig;
 use super::{
     Candidates, Comparison, Decision, Guard, GuardState, RunState, Statistic, StoppingRule,
     check_positive, decide,

@@ -11,7 +11,7 @@
 //! value one index late). An optional moving-average `window` (arithmetic mean of `κ` over the last
 //! `w` checks; the paper's 8-D runs use 20) smooths optimizer noise; no stop before `w` values.
 
-use super::config::OptimizerConfig;
+use super::optimizer::OptimizerConfig;
 use super::search::maximize_pointwise;
 use super::{
     Comparison, Decision, Guard, GuardState, RunState, Statistic, StoppingRule, check_positive,
