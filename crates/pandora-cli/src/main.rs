@@ -11,6 +11,7 @@ mod plot;
 mod progress;
 mod study_cmd;
 mod study_plot;
+mod study_text;
 
 use clap::{Parser, Subcommand};
 
@@ -39,6 +40,9 @@ enum Command {
         /// (trials of killed workers).
         #[arg(long, value_name = "SECONDS", default_value_t = study_cmd::STALE_S)]
         abandon_after: f64,
+        /// End with the summary as JSON (for scripts) instead of in words.
+        #[arg(long)]
+        json: bool,
     },
     /// Hand out the next trial of a study (for loops driven by another program).
     Ask {
@@ -47,6 +51,9 @@ enum Command {
         /// Worker name recorded with the trial.
         #[arg(long)]
         worker: Option<String>,
+        /// Print JSON (for scripts) instead of words.
+        #[arg(long)]
+        json: bool,
     },
     /// Record the outcome of a trial: `tell CONFIG N ...` or `tell --storage URL --study NAME N ...`.
     Tell {
@@ -76,20 +83,29 @@ enum Command {
         /// repeat for each random parameter the trial's control set leaves to chance.
         #[arg(long = "random", value_name = "NAME=VALUE")]
         random: Vec<String>,
+        /// Print JSON (for scripts) instead of words.
+        #[arg(long)]
+        json: bool,
     },
     /// Summary of a study: trial counts, cost spent, best trial, current λ, and the stopping
     /// rule's statistic against its threshold (with the reason once it fired).
     Status {
         #[command(flatten)]
         target: study_cmd::Target,
-        /// `json` (default) or `text`.
-        #[arg(long, default_value = "json")]
-        format: String,
+        /// Print JSON (for scripts) instead of words.
+        #[arg(long)]
+        json: bool,
+        /// The older form: `json` (the same as --json) or `text` (the default).
+        #[arg(long, hide = true)]
+        format: Option<String>,
     },
     /// The best complete trial of a study.
     Best {
         #[command(flatten)]
         target: study_cmd::Target,
+        /// Print JSON (for scripts) instead of words.
+        #[arg(long)]
+        json: bool,
     },
     /// Every trial of a study, as CSV (parameters in `param.NAME` columns) or JSON.
     Export {
@@ -106,6 +122,9 @@ enum Command {
         /// Output file, PNG or SVG by its extension (default: STUDY.png).
         #[arg(long, value_name = "FILE")]
         out: Option<String>,
+        /// Print JSON (for scripts) instead of words.
+        #[arg(long)]
+        json: bool,
     },
     /// Evaluate a GP posterior and acquisition functions at given points (JSON in, JSON out).
     ///
@@ -185,15 +204,21 @@ fn main() {
             workers,
             quiet,
             abandon_after,
+            json,
         } => study_cmd::run(
             &target,
             &study_cmd::RunOptions {
                 workers,
                 quiet,
                 abandon_after_s: abandon_after,
+                json,
             },
         ),
-        Command::Ask { target, worker } => study_cmd::ask(&target, worker.as_deref()),
+        Command::Ask {
+            target,
+            worker,
+            json,
+        } => study_cmd::ask(&target, worker.as_deref(), json),
         Command::Tell {
             first,
             second,
@@ -203,6 +228,7 @@ fn main() {
             cost,
             failed,
             random,
+            json,
         } => {
             let (config, number) = match second {
                 Some(n) => (Some(first), n),
@@ -222,6 +248,7 @@ fn main() {
                         cost,
                         failed,
                         random,
+                        json,
                     },
                 ),
                 Err(_) => Err(anyhow::anyhow!(
@@ -229,10 +256,14 @@ fn main() {
                 )),
             }
         }
-        Command::Status { target, format } => study_cmd::status(&target, &format),
-        Command::Best { target } => study_cmd::best(&target),
+        Command::Status {
+            target,
+            json,
+            format,
+        } => study_cmd::status(&target, format.as_deref(), json),
+        Command::Best { target, json } => study_cmd::best(&target, json),
         Command::Export { target, format } => study_cmd::export(&target, &format),
-        Command::Plot { target, out } => study_cmd::plot(&target, out.as_deref()),
+        Command::Plot { target, out, json } => study_cmd::plot(&target, out.as_deref(), json),
         Command::Eval { file } => eval::main(file.as_deref()),
         Command::Boxes { file, verify } => boxes::main(file.as_deref(), verify),
         Command::Bench {

@@ -1,6 +1,6 @@
 //! Progress of `pandora run`: a progress bar on a terminal, one line per trial otherwise.
 //!
-//! Everything goes to stderr (stdout carries the final JSON summary). On a terminal, an
+//! Everything goes to stderr (stdout carries the final summary, in words or JSON). On a terminal, an
 //! `indicatif` bar shows the trials done (of `max_trials` when set; otherwise the budget spent as
 //! the bar), the best value, the budget spent and remaining, and PBGI-D's current λ; failed trials
 //! are printed above the bar. When stderr is not a terminal (CI logs, files), each trial prints
@@ -183,6 +183,7 @@ mod tests {
             stopping: None,
             stop_reason: None,
             finished: None,
+            time: Default::default(),
         }
     }
 

@@ -5,10 +5,12 @@
 
 use crate::plot;
 use crate::progress::Progress;
+use crate::study_text as text;
 use anyhow::{Context, Result, anyhow, bail};
 use pandora_problems::Problem;
 use pandora_study::command::{self, CommandSpec, Reported};
 use pandora_study::config::{CostKind, MAX_DURATION_S, ObjectiveKind};
+use pandora_study::space::Direction;
 use pandora_study::storage::Storage;
 use pandora_study::{Ask, Outcome, Study, StudyConfig, Trial, TrialState};
 use serde_json::json;
@@ -111,6 +113,20 @@ impl Target {
             (None, None, None) => {
                 bail!("give a CONFIG file, or --storage URL --study NAME of an existing study")
             }
+        }
+    }
+
+    /// The target as command-line arguments, for the commands a message suggests (a URL's
+    /// password redacted).
+    pub fn args(&self) -> String {
+        match (&self.config, &self.storage, &self.study) {
+            (Some(c), _, _) => c.clone(),
+            (None, Some(url), Some(name)) => format!(
+                "--storage {} --study {name}",
+                pandora_study::storage::redact_url(url)
+            ),
+            (None, None, Some(name)) => format!("--study {name}"),
+            _ => "CONFIG".to_string(),
         }
     }
 
@@ -437,6 +453,8 @@ pub struct RunOptions {
     pub quiet: bool,
     /// Running trials without a heartbeat for this many seconds are marked abandoned at start.
     pub abandon_after_s: f64,
+    /// End with the JSON summary instead of the summary in words.
+    pub json: bool,
 }
 
 /// Why `pandora run` cannot evaluate a study with an external objective.
@@ -516,15 +534,46 @@ pub fn run(target: &Target, opts: &RunOptions) -> Result<()> {
     }
     let mut study = target.study()?;
     let s = study.summary()?;
-    println!(
-        "{}",
-        serde_json::to_string_pretty(&json!({
-            "study": study.config().study.name,
-            "stopped": first_reason,
-            "summary": summary_json(&s),
-        }))?
-    );
+    if opts.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json!({
+                "study": study.config().study.name,
+                "stopped": first_reason,
+                "summary": summary_json(&s),
+            }))?
+        );
+    } else {
+        let trials = study.trials()?;
+        print!("{}", text::summary(&text_context(&study, &trials), &s));
+        let c = study.config();
+        if s.stop_reason.is_none()
+            && let Some(r) = &first_reason
+        {
+            println!("finished: {r}");
+        }
+        print!(
+            "{}",
+            text::next_steps(&target.args(), &format!("{}.png", c.study.name))
+        );
+    }
     Ok(())
+}
+
+/// What the summary in words needs from `study` besides its summary.
+fn text_context<'a>(study: &'a Study, trials: &'a [Trial]) -> text::Context<'a> {
+    let c = study.config();
+    // Builtin problems have a known maximum (the optimum of a study that maximizes them).
+    let optimum = match c.study.direction {
+        Direction::Maximize => c.builtin_problem().ok().flatten().and_then(|p| p.optimum()),
+        Direction::Minimize => None,
+    };
+    text::Context {
+        name: &c.study.name,
+        budget: c.budget.total,
+        optimum,
+        trials,
+    }
 }
 
 fn hostname() -> String {
@@ -543,57 +592,8 @@ fn summary_json(s: &pandora_study::Summary) -> serde_json::Value {
     s.to_json()
 }
 
-/// A human-readable summary (`pandora status --format text`).
-fn summary_text(name: &str, budget: Option<f64>, s: &pandora_study::Summary) -> String {
-    let mut out = format!(
-        "study {name}: {} complete, {} running, {} failed, {} abandoned\n",
-        s.counts.complete, s.counts.running, s.counts.failed, s.counts.abandoned
-    );
-    match budget {
-        Some(b) => out.push_str(&format!(
-            "cost: {:.6} spent toward the budget of {b} ({:.6} remaining); {:.6} in all\n",
-            s.budget_spent,
-            b - s.budget_spent,
-            s.total_cost
-        )),
-        None => out.push_str(&format!("cost: {:.6} in all\n", s.total_cost)),
-    }
-    match &s.best {
-        Some(b) => out.push_str(&format!(
-            "best: trial {} with objective {} at {}\n",
-            b.number,
-            b.objective.map_or("?".into(), |v| v.to_string()),
-            b.params
-        )),
-        None => out.push_str("best: no complete trial yet\n"),
-    }
-    if let Some(l) = s.lambda {
-        out.push_str(&format!("lambda: {l:e}\n"));
-    }
-    if let Some(st) = &s.stopping {
-        let value = if st.value.is_finite() {
-            format!("{:.4}", st.value)
-        } else {
-            "not available yet".into()
-        };
-        out.push_str(&format!(
-            "stopping ({}, lambda = {:e}): {} = {value} vs threshold {:.4} after {} BO evaluations{}\n",
-            st.rule,
-            st.lambda,
-            st.statistic,
-            st.threshold,
-            st.iteration,
-            if st.fired { " (fired)" } else { "" }
-        ));
-    }
-    if let Some(r) = &s.stop_reason {
-        out.push_str(&format!("finished: {r}\n"));
-    }
-    out
-}
-
 /// `pandora ask CONFIG`: hands out one trial and prints `{"number", "params"}`.
-pub fn ask(target: &Target, worker: Option<&str>) -> Result<()> {
+pub fn ask(target: &Target, worker: Option<&str>, as_json: bool) -> Result<()> {
     let mut study = target.study()?;
     let w = worker.map_or_else(
         || format!("{}-{}", hostname(), std::process::id()),
@@ -613,11 +613,47 @@ pub fn ask(target: &Target, worker: Option<&str>) -> Result<()> {
                     "cost": c.cost,
                 });
             }
-            println!("{out}")
+            if as_json {
+                println!("{out}");
+            } else {
+                println!("{}", asked_text(target, &t));
+            }
         }
-        Ask::Finished(f) => println!("{}", json!({"finished": f.to_string()})),
+        Ask::Finished(f) if as_json => println!("{}", json!({"finished": f.to_string()})),
+        Ask::Finished(f) => println!("no trial: the study is finished ({f})"),
     }
     Ok(())
+}
+
+/// `pandora ask`'s words: the trial, its control set (`[cvs]` studies) and the `tell` to run.
+fn asked_text(target: &Target, t: &Trial) -> String {
+    let mut out = format!("trial {}: {}", t.number, text::params(&t.params));
+    let mut random = String::new();
+    if let Some(c) = t.decision.cvs() {
+        out.push_str(&format!(
+            "\ncontrol set {}{}: set {}; left to chance: {}; cost {}",
+            c.control_set,
+            c.name.as_ref().map_or(String::new(), |n| format!(" ({n})")),
+            c.controlled.join(", "),
+            if c.random.is_empty() {
+                "nothing".to_string()
+            } else {
+                c.random.join(", ")
+            },
+            text::num(c.cost)
+        ));
+        random = c
+            .random
+            .iter()
+            .map(|r| format!(" --random {r}=V"))
+            .collect();
+    }
+    out.push_str(&format!(
+        "\nthen: pandora tell {} {} --objective V{random}   (--json for scripts)",
+        target.args(),
+        t.number
+    ));
+    out
 }
 
 /// What `pandora tell` reports about a trial.
@@ -631,6 +667,8 @@ pub struct TellArgs {
     pub failed: Option<String>,
     /// `--random NAME=VALUE`, repeated.
     pub random: Vec<String>,
+    /// `--json`: print the trial as JSON.
+    pub json: bool,
 }
 
 /// Parses `--random NAME=VALUE` arguments into a JSON object (values must be numbers).
@@ -659,6 +697,7 @@ pub fn tell(target: &Target, number: u64, args: TellArgs) -> Result<()> {
         cost,
         failed,
         random,
+        json: as_json,
     } = args;
     let mut study = target.study()?;
     let trials = study.trials()?;
@@ -690,31 +729,41 @@ pub fn tell(target: &Target, number: u64, args: TellArgs) -> Result<()> {
         }
         (None, Some(reason)) => study.tell(number, &Outcome::Failed { reason, cost })?,
     };
-    println!("{}", trial_json(&t));
+    if as_json {
+        println!("{}", trial_json(&t));
+    } else {
+        println!("{}", text::trial(&t));
+    }
     Ok(())
 }
 
-/// `pandora status CONFIG [--format json|text]`.
-pub fn status(target: &Target, format: &str) -> Result<()> {
-    if !matches!(format, "json" | "text") {
-        bail!("--format: expected json or text, got '{format}'");
-    }
+/// `pandora status CONFIG [--json]` (or the older `--format json|text`): the summary in words,
+/// or as JSON.
+pub fn status(target: &Target, format: Option<&str>, as_json: bool) -> Result<()> {
+    let as_json = match format {
+        None => as_json,
+        Some("json") => true,
+        Some("text") if !as_json => false,
+        Some("text") => bail!("--format text: contradicts --json"),
+        Some(other) => bail!("--format: expected json or text, got '{other}'"),
+    };
     let mut study = target.study()?;
     let s = study.summary()?;
-    if format == "text" {
-        let c = study.config();
-        print!("{}", summary_text(&c.study.name, c.budget.total, &s));
-    } else {
+    if as_json {
         println!("{}", serde_json::to_string_pretty(&summary_json(&s))?);
+    } else {
+        let trials = study.trials()?;
+        print!("{}", text::summary(&text_context(&study, &trials), &s));
     }
     Ok(())
 }
 
-/// `pandora best CONFIG`.
-pub fn best(target: &Target) -> Result<()> {
+/// `pandora best CONFIG [--json]`.
+pub fn best(target: &Target, as_json: bool) -> Result<()> {
     let mut study = target.study()?;
     match study.best()? {
-        Some(t) => println!("{}", serde_json::to_string_pretty(&trial_json(&t))?),
+        Some(t) if as_json => println!("{}", serde_json::to_string_pretty(&trial_json(&t))?),
+        Some(t) => println!("{}", text::trial(&t)),
         None => bail!("no complete trial yet"),
     }
     Ok(())
@@ -817,8 +866,8 @@ pub fn export(target: &Target, format: &str) -> Result<()> {
 }
 
 /// `pandora plot CONFIG [--out FILE]`: writes the study's figure (PNG or SVG by extension;
-/// default `<study>.png`) and prints `{"figure": FILE, "trials": N}`.
-pub fn plot(target: &Target, out: Option<&str>) -> Result<()> {
+/// default `<study>.png`) and says so (with `--json`: `{"figure": FILE, "trials": N}`).
+pub fn plot(target: &Target, out: Option<&str>, as_json: bool) -> Result<()> {
     let mut study = target.study()?;
     let trials = study.trials()?;
     let out = out.map_or_else(
@@ -828,7 +877,11 @@ pub fn plot(target: &Target, out: Option<&str>) -> Result<()> {
     let c = study.config();
     let fig = crate::study_plot::study_figure(&c.study.name, c.study.direction, &trials);
     plot::render(&fig, std::path::Path::new(&out))?;
-    println!("{}", json!({"figure": out, "trials": trials.len()}));
+    if as_json {
+        println!("{}", json!({"figure": out, "trials": trials.len()}));
+    } else {
+        println!("wrote {out} ({} trials)", trials.len());
+    }
     Ok(())
 }
 

@@ -88,7 +88,7 @@ fn misbehaving_commands_become_failed_trials_with_the_reason() {
     std::fs::write(dir.path().join("obj.py"), SCRIPT).unwrap();
     let modes: Vec<&str> = MODES.iter().map(|m| m.0).collect();
     std::fs::write(dir.path().join("s.toml"), command_config(&modes.join(","))).unwrap();
-    let (code, out, err) = pandora(dir.path(), &["run", "s.toml", "--quiet"]);
+    let (code, out, err) = pandora(dir.path(), &["run", "--json", "s.toml", "--quiet"]);
     assert_eq!(code, 0, "the run goes on after failures: {err}");
     let v: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["summary"]["complete"], 2, "{out}");
@@ -122,12 +122,21 @@ fn bad_tells_are_errors_that_change_nothing() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("s.toml"), command_config("ok")).unwrap();
     for _ in 0..2 {
-        let (code, _, err) = pandora(dir.path(), &["ask", "s.toml"]);
+        let (code, _, err) = pandora(dir.path(), &["ask", "--json", "s.toml"]);
         assert_eq!(code, 0, "{err}");
     }
     let (code, _, err) = pandora(
         dir.path(),
-        &["tell", "s.toml", "0", "--objective", "-2.5", "--cost", "3"],
+        &[
+            "tell",
+            "--json",
+            "s.toml",
+            "0",
+            "--objective",
+            "-2.5",
+            "--cost",
+            "3",
+        ],
     );
     assert_eq!(code, 0, "{err}");
     let before = export(dir.path(), "s.toml");
@@ -150,7 +159,10 @@ fn bad_tells_are_errors_that_change_nothing() {
         (&["one", "--objective", "1", "--cost", "1"][..], "one"),
         (&["1", "--objective", "abc", "--cost", "1"][..], "abc"),
     ] {
-        let (code, out, err) = pandora(dir.path(), &[&["tell", "s.toml"][..], args].concat());
+        let (code, out, err) = pandora(
+            dir.path(),
+            &[&["tell", "--json", "s.toml"][..], args].concat(),
+        );
         assert_eq!(code, 2, "tell {args:?} should fail: {out}{err}");
         assert!(
             err.contains(expected),
@@ -167,6 +179,7 @@ fn bad_tells_are_errors_that_change_nothing() {
         dir.path(),
         &[
             "tell",
+            "--json",
             "s.toml",
             "1",
             "--failed",
@@ -255,7 +268,7 @@ fn impossible_configs_are_errors_naming_the_problem_and_create_nothing() {
             "the case for '{expected}' did not change the config"
         );
         std::fs::write(dir.path().join("bad.toml"), &cfg).unwrap();
-        let (code, _, err) = pandora(dir.path(), &["run", "bad.toml", "--quiet"]);
+        let (code, _, err) = pandora(dir.path(), &["run", "--json", "bad.toml", "--quiet"]);
         assert_eq!(code, 2, "{cfg}");
         assert!(
             err.contains(expected),

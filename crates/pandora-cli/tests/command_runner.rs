@@ -97,7 +97,7 @@ fn a_timeout_kills_the_whole_process_group_of_a_wrapper_script() {
         )
         .unwrap();
         let start = Instant::now();
-        let (code, out, err) = pandora(dir.path(), &["run", "s.toml", "--quiet"]);
+        let (code, out, err) = pandora(dir.path(), &["run", "--json", "s.toml", "--quiet"]);
         let took = start.elapsed();
         let started = pids(&dir.path().join("pids"));
         let left = survivors(&started);
@@ -128,7 +128,7 @@ fn killing_pandora_run_kills_its_evaluations() {
     )
     .unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_pandora"))
-        .args(["run", "s.toml", "--quiet"])
+        .args(["run", "--json", "s.toml", "--quiet"])
         .current_dir(dir.path())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -164,7 +164,7 @@ fn durations_out_of_range_are_refused_naming_the_field() {
             config(r#"["true"]"#, &format!("timeout_s = {bad}"), 3),
         )
         .unwrap();
-        let (code, _, err) = pandora(dir.path(), &["status", "s.toml"]);
+        let (code, _, err) = pandora(dir.path(), &["status", "--json", "s.toml"]);
         assert_eq!(code, 2, "timeout_s = {bad}: {err}");
         assert!(err.contains("objective.timeout_s"), "{bad}: {err}");
         assert!(!err.contains("panicked"), "{bad}: {err}");
@@ -174,13 +174,14 @@ fn durations_out_of_range_are_refused_naming_the_field() {
         config(r#"["true"]"#, "timeout_s = 2592000", 3),
     )
     .unwrap();
-    let (code, _, err) = pandora(dir.path(), &["status", "s.toml"]);
+    let (code, _, err) = pandora(dir.path(), &["status", "--json", "s.toml"]);
     assert_eq!(code, 0, "30 days is allowed: {err}");
     for bad in ["1e300", "-1", "nan"] {
         let (code, _, err) = pandora(
             dir.path(),
             &[
                 "run",
+                "--json",
                 "s.toml",
                 "--quiet",
                 &format!("--abandon-after={bad}"),
@@ -202,7 +203,7 @@ fn repeated_identical_failures_stop_the_run_with_the_commands_error() {
     ] {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("s.toml"), config(command, "", 10)).unwrap();
-        let (code, out, err) = pandora(dir.path(), &["run", "s.toml", "--quiet"]);
+        let (code, out, err) = pandora(dir.path(), &["run", "--json", "s.toml", "--quiet"]);
         assert_eq!(code, 2, "{command}: {out}{err}");
         assert!(
             err.contains("3 trials in a row failed with the same error")
@@ -230,7 +231,7 @@ fn repeated_identical_failures_stop_the_run_with_the_commands_error() {
         config(r#"["python3", "obj.py"]"#, "", 5),
     )
     .unwrap();
-    let (code, _, err) = pandora(dir.path(), &["run", "s.toml", "--quiet"]);
+    let (code, _, err) = pandora(dir.path(), &["run", "--json", "s.toml", "--quiet"]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(export(dir.path(), "s.toml").len(), 5);
 }
@@ -253,7 +254,7 @@ fn commands_run_in_the_directory_of_their_configuration_file() {
         std::fs::set_permissions(&script, perm).unwrap();
         std::fs::write(sub.join("s.toml"), config(command, "", 3)).unwrap();
         // Run from the parent directory (the storage path stays relative to it).
-        let (code, out, err) = pandora(dir.path(), &["run", "sub/s.toml", "--quiet"]);
+        let (code, out, err) = pandora(dir.path(), &["run", "--json", "sub/s.toml", "--quiet"]);
         assert_eq!(code, 0, "{command}: {err}");
         let v: Value = serde_json::from_str(&out).unwrap();
         assert_eq!(v["summary"]["complete"], 3, "{command}: {out}");
@@ -284,7 +285,7 @@ print("1.0")
         config(r#"["python3", "obj.py"]"#, "", 1),
     )
     .unwrap();
-    let (code, _, err) = pandora(dir.path(), &["run", "s.toml", "--quiet"]);
+    let (code, _, err) = pandora(dir.path(), &["run", "--json", "s.toml", "--quiet"]);
     assert_eq!(code, 0, "{err}");
     let hwm_kb: u64 = std::fs::read_to_string(dir.path().join("hwm_kb"))
         .unwrap()
@@ -321,13 +322,13 @@ acquisition = "random"
 "#,
     )
     .unwrap();
-    let (code, _, err) = pandora(dir.path(), &["run", "s.toml", "--workers", "0"]);
+    let (code, _, err) = pandora(dir.path(), &["run", "--json", "s.toml", "--workers", "0"]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("--workers"), "{err}");
     assert!(export(dir.path(), "s.toml").is_empty(), "nothing was run");
 
     // stderr is not a terminal here: one line per trial.
-    let (code, _, err) = pandora(dir.path(), &["run", "s.toml", "--workers", "2"]);
+    let (code, _, err) = pandora(dir.path(), &["run", "--json", "s.toml", "--workers", "2"]);
     assert_eq!(code, 0, "{err}");
     let lines: Vec<&str> = err.lines().filter(|l| l.starts_with('[')).collect();
     assert_eq!(lines.len(), 30, "{err}");

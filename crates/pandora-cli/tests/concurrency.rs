@@ -43,7 +43,7 @@ seed = 3
     let children: Vec<_> = (0..PROCESSES)
         .map(|_| {
             Command::new(env!("CARGO_BIN_EXE_pandora"))
-                .args(["run", "s.toml", "--quiet"])
+                .args(["run", "--json", "s.toml", "--quiet"])
                 .current_dir(dir.path())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())

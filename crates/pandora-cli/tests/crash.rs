@@ -71,7 +71,7 @@ initial_design = 4
     )
     .unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_pandora"))
-        .args(["run", "s.toml", "--quiet"])
+        .args(["run", "--json", "s.toml", "--quiet"])
         .current_dir(dir.path())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -114,7 +114,14 @@ initial_design = 4
     std::thread::sleep(Duration::from_millis(400));
     let (code, out, err) = pandora(
         dir.path(),
-        &["run", "s.toml", "--quiet", "--abandon-after", "0.2"],
+        &[
+            "run",
+            "--json",
+            "s.toml",
+            "--quiet",
+            "--abandon-after",
+            "0.2",
+        ],
     );
     assert_eq!(code, 0, "{err}");
     let v: Value = serde_json::from_str(&out).unwrap();

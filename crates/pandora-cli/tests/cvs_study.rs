@@ -37,7 +37,7 @@ x2 = { dist = "discrete", values = [0.1, 0.5, 0.9], weights = [1, 2, 1] }
 fn run_simulates_nature_follows_etc_and_respects_the_budget() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("s.toml"), SIMULATED).unwrap();
-    let (code, out, err) = pandora(dir.path(), &["run", "s.toml", "--quiet"]);
+    let (code, out, err) = pandora(dir.path(), &["run", "--json", "s.toml", "--quiet"]);
     assert_eq!(code, 0, "{err}");
     let v: Value = serde_json::from_str(&out).unwrap();
     assert!(v["stopped"].as_str().unwrap().contains("budget"), "{out}");
@@ -106,7 +106,7 @@ fn run_simulates_nature_follows_etc_and_respects_the_budget() {
     }
     assert!(phases[6..].iter().all(|p| p.1 == "commit"), "{phases:?}");
     // Resuming a finished study adds nothing.
-    let (code, _, err) = pandora(dir.path(), &["run", "s.toml", "--quiet"]);
+    let (code, _, err) = pandora(dir.path(), &["run", "--json", "s.toml", "--quiet"]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(export(dir.path(), "s.toml").len(), trials.len());
     // Export as CSV names the control set and the random parameters.
@@ -162,7 +162,7 @@ humidity = { dist = "uniform", low = 40.0, high = 90.0 }
 "#;
 
 fn ask(dir: &Path) -> Value {
-    let (code, out, err) = pandora(dir, &["ask", "g.toml"]);
+    let (code, out, err) = pandora(dir, &["ask", "--json", "g.toml"]);
     assert_eq!(code, 0, "{err}");
     serde_json::from_str(&out).unwrap()
 }
@@ -239,7 +239,7 @@ fn ask_hands_out_a_control_set_and_tell_takes_the_realized_values() {
             "only with --objective",
         ),
     ] {
-        let mut all = vec!["tell", "g.toml", "0"];
+        let mut all = vec!["tell", "--json", "g.toml", "0"];
         all.extend(args.iter());
         let (code, _, err) = pandora(d, &all);
         assert_eq!(code, 2, "{args:?}: {err}");
@@ -254,6 +254,7 @@ fn ask_hands_out_a_control_set_and_tell_takes_the_realized_values() {
         d,
         &[
             "tell",
+            "--json",
             "g.toml",
             "0",
             "--objective",
@@ -281,6 +282,7 @@ fn ask_hands_out_a_control_set_and_tell_takes_the_realized_values() {
         d,
         &[
             "tell",
+            "--json",
             "g.toml",
             "0",
             "--objective",
@@ -342,7 +344,7 @@ fn ask_hands_out_a_control_set_and_tell_takes_the_realized_values() {
         "{lambdas:?}"
     );
     // status reports the last λ; best is in the study's direction (minimize).
-    let (code, st, _) = pandora(d, &["status", "g.toml"]);
+    let (code, st, _) = pandora(d, &["status", "--json", "g.toml"]);
     assert_eq!(code, 0);
     let st: Value = serde_json::from_str(&st).unwrap();
     assert_eq!(st["lambda"].as_f64(), lambdas.last().copied());
@@ -352,7 +354,7 @@ fn ask_hands_out_a_control_set_and_tell_takes_the_realized_values() {
         .fold(f64::INFINITY, f64::min);
     assert_eq!(st["best"]["objective"].as_f64(), Some(best));
     // `pandora run` refuses an external study.
-    let (code, _, err) = pandora(d, &["run", "g.toml"]);
+    let (code, _, err) = pandora(d, &["run", "--json", "g.toml"]);
     assert_eq!(code, 2, "{err}");
 }
 
@@ -406,7 +408,7 @@ fn impossible_cvs_configurations_are_refused_naming_the_field() {
         assert!(EXTERNAL.contains(from), "{from}");
         let text = EXTERNAL.replacen(from, to, 1);
         std::fs::write(d.join("bad.toml"), &text).unwrap();
-        let (code, _, err) = pandora(d, &["ask", "bad.toml"]);
+        let (code, _, err) = pandora(d, &["ask", "--json", "bad.toml"]);
         assert_eq!(code, 2, "{field}: {err}");
         assert!(err.contains(field), "{field}: {err}");
         assert!(!d.join("g.db").exists(), "no database for a refused config");
@@ -423,12 +425,12 @@ fn examples_run() {
     for name in ["cvs_simulated.toml", "cvs_greenhouse.toml"] {
         std::fs::copy(root.join(name), d.join(name)).unwrap();
     }
-    let (code, out, err) = pandora(d, &["run", "cvs_simulated.toml", "--quiet"]);
+    let (code, out, err) = pandora(d, &["run", "--json", "cvs_simulated.toml", "--quiet"]);
     assert_eq!(code, 0, "{err}");
     let v: Value = serde_json::from_str(&out).unwrap();
     assert!(v["stopped"].as_str().unwrap().contains("budget"), "{out}");
     assert!(v["summary"]["budget_spent"].as_f64().unwrap() <= 20.0 + 1e-9);
-    let (code, out, err) = pandora(d, &["ask", "cvs_greenhouse.toml"]);
+    let (code, out, err) = pandora(d, &["ask", "--json", "cvs_greenhouse.toml"]);
     assert_eq!(code, 0, "{err}");
     let a: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(a["control_set"]["name"], "temperature");
@@ -444,11 +446,11 @@ fn control_sets_of_an_existing_study_cannot_change() {
     assert_eq!(ask(d)["number"], 0);
     let changed = EXTERNAL.replacen("cost = 0.5", "cost = 0.7", 1);
     std::fs::write(d.join("g2.toml"), changed).unwrap();
-    let (code, _, err) = pandora(d, &["ask", "g2.toml"]);
+    let (code, _, err) = pandora(d, &["ask", "--json", "g2.toml"]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("other control sets"), "{err}");
     let other_policy = EXTERNAL.replacen("policy = \"gittins-d\"", "policy = \"etc-ada\"", 1);
     std::fs::write(d.join("g3.toml"), other_policy).unwrap();
-    let (code, _, err) = pandora(d, &["ask", "g3.toml"]);
+    let (code, _, err) = pandora(d, &["ask", "--json", "g3.toml"]);
     assert_eq!(code, 0, "{err}");
 }

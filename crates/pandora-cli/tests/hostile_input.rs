@@ -85,10 +85,10 @@ fn commands_piped_into_a_closed_reader_end_quietly() {
     let d = dir.path();
     std::fs::write(d.join("s.toml"), EXTERNAL).unwrap();
     for _ in 0..3 {
-        assert_eq!(pandora(d, &["ask", "s.toml"]).0, 0);
+        assert_eq!(pandora(d, &["ask", "--json", "s.toml"]).0, 0);
     }
     assert_eq!(
-        pandora(d, &["tell", "s.toml", "0", "--objective", "1"]).0,
+        pandora(d, &["tell", "--json", "s.toml", "0", "--objective", "1"]).0,
         0
     );
     let many_boxes: Vec<String> = (0..3000)
@@ -107,9 +107,9 @@ fn commands_piped_into_a_closed_reader_end_quietly() {
     for args in [
         &["export", "s.toml"][..],
         &["export", "s.toml", "--format", "json"],
-        &["status", "s.toml"],
+        &["status", "--json", "s.toml"],
         &["status", "s.toml", "--format", "text"],
-        &["best", "s.toml"],
+        &["best", "--json", "s.toml"],
         &["eval", "eval.json"],
         &["boxes", "boxes.json"],
     ] {
@@ -196,18 +196,27 @@ fn small_refusals_name_the_field() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     std::fs::write(d.join("s.toml"), EXTERNAL).unwrap();
-    assert_eq!(pandora(d, &["ask", "s.toml"]).0, 0);
+    assert_eq!(pandora(d, &["ask", "--json", "s.toml"]).0, 0);
     // `-inf` is a value (refused: not finite), not an unknown flag; `-1.5` is accepted.
-    let (code, _, err) = pandora(d, &["tell", "s.toml", "0", "--objective", "-inf"]);
+    let (code, _, err) = pandora(d, &["tell", "--json", "s.toml", "0", "--objective", "-inf"]);
     assert_eq!(code, 2);
     assert!(err.contains("objective") && err.contains("finite"), "{err}");
     let (code, _, err) = pandora(
         d,
-        &["tell", "s.toml", "0", "--objective", "1", "--cost", "-inf"],
+        &[
+            "tell",
+            "--json",
+            "s.toml",
+            "0",
+            "--objective",
+            "1",
+            "--cost",
+            "-inf",
+        ],
     );
     assert_eq!(code, 2);
     assert!(err.contains("cost"), "{err}");
-    let (code, _, err) = pandora(d, &["tell", "s.toml", "0", "--objective", "-1.5"]);
+    let (code, _, err) = pandora(d, &["tell", "--json", "s.toml", "0", "--objective", "-1.5"]);
     assert_eq!(code, 0, "{err}");
 
     for (from, to, expected) in [
@@ -224,7 +233,7 @@ fn small_refusals_name_the_field() {
             EXTERNAL.replace(from, to).replace("ext.db", "bad.db"),
         )
         .unwrap();
-        let (code, _, err) = pandora(d, &["ask", "bad.toml"]);
+        let (code, _, err) = pandora(d, &["ask", "--json", "bad.toml"]);
         assert_eq!(code, 2, "{to}");
         assert!(
             err.contains(expected),
@@ -241,7 +250,7 @@ fn small_refusals_name_the_field() {
         EXTERNAL.replace("name = \"ext\"", &format!("name = \"{long}\"")),
     )
     .unwrap();
-    let (code, _, err) = pandora(d, &["ask", "long.toml"]);
+    let (code, _, err) = pandora(d, &["ask", "--json", "long.toml"]);
     assert_eq!(code, 2);
     assert!(
         err.contains("study name: is 3000 bytes long; at most 1024 bytes"),
@@ -257,15 +266,22 @@ fn csv_export_neutralizes_formulas_but_not_numbers() {
     let d = dir.path();
     std::fs::write(d.join("s.toml"), EXTERNAL).unwrap();
     for _ in 0..2 {
-        let (code, _, err) = pandora(d, &["ask", "s.toml", "--worker", "=HYPERLINK(\"x\")"]);
+        let (code, _, err) = pandora(
+            d,
+            &["ask", "--json", "s.toml", "--worker", "=HYPERLINK(\"x\")"],
+        );
         assert_eq!(code, 0, "{err}");
     }
     assert_eq!(
-        pandora(d, &["tell", "s.toml", "0", "--objective", "-1.5"]).0,
+        pandora(d, &["tell", "--json", "s.toml", "0", "--objective", "-1.5"]).0,
         0
     );
     assert_eq!(
-        pandora(d, &["tell", "s.toml", "1", "--failed", "@cmd|calc"]).0,
+        pandora(
+            d,
+            &["tell", "--json", "s.toml", "1", "--failed", "@cmd|calc"]
+        )
+        .0,
         0
     );
     let (code, out, err) = pandora(d, &["export", "s.toml"]);
@@ -510,7 +526,7 @@ proptest! {
         let cfg = mutate_toml(key, value);
         std::fs::write(dir.path().join("f.toml"), &cfg).unwrap();
         // A refusal names the key (or the TOML line it is on).
-        check_case(dir.path(), &["run", "f.toml", "--quiet"], &[key], &cfg);
+        check_case(dir.path(), &["run", "--json", "f.toml", "--quiet"], &[key], &cfg);
     }
 
     #[test]
@@ -544,7 +560,7 @@ proptest! {
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path();
         std::fs::write(d.join("s.toml"), EXTERNAL).unwrap();
-        prop_assert_eq!(pandora(d, &["ask", "s.toml"]).0, 0);
+        prop_assert_eq!(pandora(d, &["ask", "--json", "s.toml"]).0, 0);
         let args = ["tell", "s.toml", number, "--objective", objective, "--cost", cost];
         check_case(d, &args, &["NUMBER", "objective", "cost", "trial", "--"], &args.join(" "));
     }

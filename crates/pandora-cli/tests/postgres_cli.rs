@@ -84,7 +84,7 @@ fn run_concurrently(dir: &Path, cfg: &str, n: usize) -> Vec<Output> {
         .map(|k| {
             let workers = if k < 2 { "2" } else { "1" };
             Command::new(env!("CARGO_BIN_EXE_pandora"))
-                .args(["run", cfg, "--quiet", "--workers", workers])
+                .args(["run", "--json", cfg, "--quiet", "--workers", workers])
                 .current_dir(dir)
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
@@ -168,7 +168,7 @@ fn four_processes_share_one_study_up_to_max_trials() {
     eprintln!("{} trials by {} workers", trials.len(), workers.len());
 
     // status and best read the same study back.
-    let (code, st, err) = pandora(dir.path(), &["status", "pg.toml"]);
+    let (code, st, err) = pandora(dir.path(), &["status", "--json", "pg.toml"]);
     assert_eq!(code, 0, "{err}");
     let st: Value = serde_json::from_str(&st).unwrap();
     assert_eq!(st["complete"].as_u64().unwrap(), MAX);
@@ -178,7 +178,7 @@ fn four_processes_share_one_study_up_to_max_trials() {
         .map(|t| t["objective"].as_f64().unwrap())
         .fold(f64::NEG_INFINITY, f64::max);
     assert_eq!(st["best"]["objective"].as_f64().unwrap(), best_objective);
-    let (code, best, err) = pandora(dir.path(), &["best", "pg.toml"]);
+    let (code, best, err) = pandora(dir.path(), &["best", "--json", "pg.toml"]);
     assert_eq!(code, 0, "{err}");
     let best: Value = serde_json::from_str(&best).unwrap();
     assert_eq!(best["objective"].as_f64().unwrap(), best_objective);
@@ -187,7 +187,7 @@ fn four_processes_share_one_study_up_to_max_trials() {
     assert_eq!(csv.lines().count() as u64, MAX + 1);
 
     // Running again resumes a finished study: nothing is added.
-    let (code, out, err) = pandora(dir.path(), &["run", "pg.toml", "--quiet"]);
+    let (code, out, err) = pandora(dir.path(), &["run", "--json", "pg.toml", "--quiet"]);
     assert_eq!(code, 0, "{err}");
     let v: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["summary"]["complete"].as_u64().unwrap(), MAX);
@@ -232,7 +232,7 @@ fn budget_run(name: &str, strict: bool) {
     // And the budget was used: another trial of the cheapest kind would not have fitted
     // without exceeding it by much.
     assert!(spent > TOTAL - max_cost, "spent only {spent} of {TOTAL}");
-    let (code, st, err) = pandora(dir.path(), &["status", "pg.toml"]);
+    let (code, st, err) = pandora(dir.path(), &["status", "--json", "pg.toml"]);
     assert_eq!(code, 0, "{err}");
     let st: Value = serde_json::from_str(&st).unwrap();
     assert_eq!(st["running"].as_u64().unwrap(), 0);
@@ -289,7 +289,7 @@ x2 = {{ dist = "truncated_normal", mean = 0.5, sd = 0.2 }}
     let children: Vec<_> = (0..2)
         .map(|_| {
             Command::new(env!("CARGO_BIN_EXE_pandora"))
-                .args(["run", "c.toml", "--workers", "2", "--quiet"])
+                .args(["run", "--json", "c.toml", "--workers", "2", "--quiet"])
                 .current_dir(dir.path())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
@@ -360,7 +360,10 @@ fn the_password_can_come_from_a_file_or_the_environment() {
     };
     // A config without a password: PGPASSWORD gives it.
     std::fs::write(d.join("s.toml"), config(&no_password, "max_trials = 2")).unwrap();
-    let (code, err) = run(&["run", "s.toml", "--quiet"], &[("PGPASSWORD", &password)]);
+    let (code, err) = run(
+        &["run", "--json", "s.toml", "--quiet"],
+        &[("PGPASSWORD", &password)],
+    );
     assert_eq!(code, Some(0), "{err}");
     // A private password file.
     {
@@ -375,24 +378,45 @@ fn the_password_can_come_from_a_file_or_the_environment() {
     }
     let with_file = format!("{no_password}&password_file=pw");
     let (code, err) = run(
-        &["status", "--storage", &with_file, "--study", "shared"],
+        &[
+            "status",
+            "--json",
+            "--storage",
+            &with_file,
+            "--study",
+            "shared",
+        ],
         &[],
     );
     assert_eq!(code, Some(0), "{err}");
     // The URL from the environment.
     let (code, err) = run(
-        &["best", "--study", "shared"],
+        &["best", "--json", "--study", "shared"],
         &[("PANDORA_STORAGE_URL", &with_file)],
     );
     assert_eq!(code, Some(0), "{err}");
     // No password anywhere, or a wrong one: refused by the server.
     let (code, err) = run(
-        &["status", "--storage", &no_password, "--study", "shared"],
+        &[
+            "status",
+            "--json",
+            "--storage",
+            &no_password,
+            "--study",
+            "shared",
+        ],
         &[],
     );
     assert_eq!(code, Some(2), "{err}");
     let (code, err) = run(
-        &["status", "--storage", &no_password, "--study", "shared"],
+        &[
+            "status",
+            "--json",
+            "--storage",
+            &no_password,
+            "--study",
+            "shared",
+        ],
         &[("PGPASSWORD", "wrong-password")],
     );
     assert_eq!(code, Some(2), "{err}");

@@ -1,7 +1,7 @@
 //! End-to-end tests of the study commands on SQLite.
 
 mod common;
-use common::pandora;
+use common::{export, pandora};
 use serde_json::Value;
 
 const BUILTIN: &str = r#"
@@ -25,7 +25,7 @@ seed = 1
 fn run_respects_the_budget_resumes_and_reports() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("s.toml"), BUILTIN).unwrap();
-    let (code, out, err) = pandora(dir.path(), &["run", "s.toml", "--quiet"]);
+    let (code, out, err) = pandora(dir.path(), &["run", "--json", "s.toml", "--quiet"]);
     assert_eq!(code, 0, "{err}");
     let v: Value = serde_json::from_str(&out).unwrap();
     let s = &v["summary"];
@@ -34,15 +34,15 @@ fn run_respects_the_budget_resumes_and_reports() {
     assert!(s["budget_spent"].as_f64().unwrap() <= 120.0 + 1e-9);
     assert!(v["stopped"].as_str().unwrap().contains("budget"));
     // Resuming a finished study adds nothing and keeps every trial.
-    let (code, out2, _) = pandora(dir.path(), &["run", "s.toml", "--quiet"]);
+    let (code, out2, _) = pandora(dir.path(), &["run", "--json", "s.toml", "--quiet"]);
     assert_eq!(code, 0);
     let v2: Value = serde_json::from_str(&out2).unwrap();
     assert_eq!(v2["summary"]["complete"].as_u64().unwrap(), complete);
     // status and best agree.
-    let (code, st, _) = pandora(dir.path(), &["status", "s.toml"]);
+    let (code, st, _) = pandora(dir.path(), &["status", "--json", "s.toml"]);
     assert_eq!(code, 0);
     let st: Value = serde_json::from_str(&st).unwrap();
-    let (code, best, _) = pandora(dir.path(), &["best", "s.toml"]);
+    let (code, best, _) = pandora(dir.path(), &["best", "--json", "s.toml"]);
     assert_eq!(code, 0);
     let best: Value = serde_json::from_str(&best).unwrap();
     assert_eq!(best["objective"], st["best"]["objective"]);
@@ -68,14 +68,21 @@ fn ask_and_tell_drive_a_study_from_outside() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("s.toml"), BUILTIN).unwrap();
     for k in 0..3u64 {
-        let (code, out, err) = pandora(dir.path(), &["ask", "s.toml"]);
+        let (code, out, err) = pandora(dir.path(), &["ask", "--json", "s.toml"]);
         assert_eq!(code, 0, "{err}");
         let t: Value = serde_json::from_str(&out).unwrap();
         assert_eq!(t["number"].as_u64().unwrap(), k);
         assert!(t["params"]["x0"].is_number());
         let (code, out, err) = pandora(
             dir.path(),
-            &["tell", "s.toml", &k.to_string(), "--objective", "-1.5"],
+            &[
+                "tell",
+                "--json",
+                "s.toml",
+                &k.to_string(),
+                "--objective",
+                "-1.5",
+            ],
         );
         assert_eq!(code, 0, "{err}");
         let t: Value = serde_json::from_str(&out).unwrap();
@@ -83,9 +90,12 @@ fn ask_and_tell_drive_a_study_from_outside() {
         assert!(t["cost"].as_f64().unwrap() >= 1.0);
     }
     // Telling twice is an error that changes nothing.
-    let (code, _, err) = pandora(dir.path(), &["tell", "s.toml", "0", "--objective", "5"]);
+    let (code, _, err) = pandora(
+        dir.path(),
+        &["tell", "--json", "s.toml", "0", "--objective", "5"],
+    );
     assert_eq!(code, 2, "{err}");
-    let (_, best, _) = pandora(dir.path(), &["best", "s.toml"]);
+    let (_, best, _) = pandora(dir.path(), &["best", "--json", "s.toml"]);
     let best: Value = serde_json::from_str(&best).unwrap();
     assert_eq!(best["objective"].as_f64().unwrap(), -1.5);
 }
@@ -134,7 +144,7 @@ acquisition = "log_ei"
 "#,
     )
     .unwrap();
-    let (code, out, err) = pandora(dir.path(), &["run", "s.toml", "--quiet"]);
+    let (code, out, err) = pandora(dir.path(), &["run", "--json", "s.toml", "--quiet"]);
     assert_eq!(code, 0, "{err}");
     let v: Value = serde_json::from_str(&out).unwrap();
     let s = &v["summary"];
@@ -170,7 +180,7 @@ fn bad_configs_are_errors_naming_the_field() {
         ),
     ] {
         std::fs::write(dir.path().join("bad.toml"), bad).unwrap();
-        let (code, _, err) = pandora(dir.path(), &["run", "bad.toml"]);
+        let (code, _, err) = pandora(dir.path(), &["run", "--json", "bad.toml"]);
         assert_eq!(code, 2);
         assert!(err.contains(field), "'{err}' should name {field}");
     }
@@ -209,7 +219,7 @@ acquisition = "pbgi_d"
 "#,
     )
     .unwrap();
-    let (code, out, err) = pandora(dir.path(), &["run", "s.toml", "--quiet"]);
+    let (code, out, err) = pandora(dir.path(), &["run", "--json", "s.toml", "--quiet"]);
     assert_eq!(code, 0, "{err}");
     let v: Value = serde_json::from_str(&out).unwrap();
     assert!(v["stopped"].as_str().unwrap().contains("budget"), "{out}");
@@ -223,33 +233,43 @@ acquisition = "pbgi_d"
 fn storage_and_study_flags_and_plots_work_on_a_stored_study() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("s.toml"), BUILTIN).unwrap();
-    let (code, _, err) = pandora(dir.path(), &["run", "s.toml", "--quiet"]);
+    let (code, _, err) = pandora(dir.path(), &["run", "--json", "s.toml", "--quiet"]);
     assert_eq!(code, 0, "{err}");
-    let (code, by_config, _) = pandora(dir.path(), &["best", "s.toml"]);
+    let (code, by_config, _) = pandora(dir.path(), &["best", "--json", "s.toml"]);
     assert_eq!(code, 0);
     let flags = ["--storage", "sqlite:study.db", "--study", "t"];
-    let (code, by_flags, err) = pandora(dir.path(), &[&["best"][..], &flags].concat());
+    let (code, by_flags, err) = pandora(dir.path(), &[&["best", "--json"][..], &flags].concat());
     assert_eq!(code, 0, "{err}");
     assert_eq!(by_config, by_flags, "the same best trial either way");
     // Unknown study, and both or neither of CONFIG and --storage/--study: clear errors.
     let (code, _, err) = pandora(
         dir.path(),
-        &["status", "--storage", "sqlite:study.db", "--study", "nope"],
+        &[
+            "status",
+            "--json",
+            "--storage",
+            "sqlite:study.db",
+            "--study",
+            "nope",
+        ],
     );
     assert_ne!(code, 0);
     assert!(err.contains("nope"), "{err}");
-    let (code, _, _) = pandora(dir.path(), &[&["status", "s.toml"][..], &flags].concat());
+    let (code, _, _) = pandora(
+        dir.path(),
+        &[&["status", "--json", "s.toml"][..], &flags].concat(),
+    );
     assert_ne!(code, 0);
-    let (code, _, _) = pandora(dir.path(), &["status"]);
+    let (code, _, _) = pandora(dir.path(), &["status", "--json"]);
     assert_ne!(code, 0);
     // Plots in both formats, from the config and from the flags.
-    let (code, _, err) = pandora(dir.path(), &["plot", "s.toml", "--out", "a.png"]);
+    let (code, _, err) = pandora(dir.path(), &["plot", "--json", "s.toml", "--out", "a.png"]);
     assert_eq!(code, 0, "{err}");
     let png = std::fs::read(dir.path().join("a.png")).unwrap();
     assert!(png.len() > 1000 && png.starts_with(b"\x89PNG\r\n\x1a\n"));
     let (code, _, err) = pandora(
         dir.path(),
-        &[&["plot"][..], &flags, &["--out", "a.svg"]].concat(),
+        &[&["plot", "--json"][..], &flags, &["--out", "a.svg"]].concat(),
     );
     assert_eq!(code, 0, "{err}");
     let svg = std::fs::read_to_string(dir.path().join("a.svg")).unwrap();
@@ -270,7 +290,7 @@ fn status_shows_the_stopping_statistic_and_the_reason() {
         "seed = 1\nstopping = { rule = \"pbgi\", lambda = 1.0 }",
     );
     std::fs::write(dir.path().join("s.toml"), cfg).unwrap();
-    let (code, out, err) = pandora(dir.path(), &["run", "s.toml", "--quiet"]);
+    let (code, out, err) = pandora(dir.path(), &["run", "--json", "s.toml", "--quiet"]);
     assert_eq!(code, 0, "{err}");
     let v: Value = serde_json::from_str(&out).unwrap();
     assert!(
@@ -280,7 +300,7 @@ fn status_shows_the_stopping_statistic_and_the_reason() {
     let complete = v["summary"]["complete"].as_u64().unwrap();
     assert!(complete < 40, "{out}");
 
-    let (code, st, err) = pandora(dir.path(), &["status", "s.toml"]);
+    let (code, st, err) = pandora(dir.path(), &["status", "--json", "s.toml"]);
     assert_eq!(code, 0, "{err}");
     let st: Value = serde_json::from_str(&st).unwrap();
     let stop = &st["stopping"];
@@ -342,13 +362,13 @@ initial_design = 3
 fn external_objectives_work_with_ask_and_tell_and_run_refuses_them() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("e.toml"), EXTERNAL).unwrap();
-    let (code, _, err) = pandora(dir.path(), &["run", "e.toml", "--quiet"]);
+    let (code, _, err) = pandora(dir.path(), &["run", "--json", "e.toml", "--quiet"]);
     assert_eq!(code, 2, "{err}");
     assert!(
         err.contains("external objective") && err.contains("pandora ask"),
         "{err}"
     );
-    let (code, st, err) = pandora(dir.path(), &["status", "e.toml"]);
+    let (code, st, err) = pandora(dir.path(), &["status", "--json", "e.toml"]);
     assert_eq!(code, 0, "{err}");
     let st: Value = serde_json::from_str(&st).unwrap();
     assert_eq!(
@@ -359,7 +379,7 @@ fn external_objectives_work_with_ask_and_tell_and_run_refuses_them() {
     // Five trials by ask/tell, objective (lr - 0.01)^2 computed here.
     let mut told = Vec::new();
     for k in 0..5u64 {
-        let (code, out, err) = pandora(dir.path(), &["ask", "e.toml"]);
+        let (code, out, err) = pandora(dir.path(), &["ask", "--json", "e.toml"]);
         assert_eq!(code, 0, "{err}");
         let t: Value = serde_json::from_str(&out).unwrap();
         assert_eq!(t["number"].as_u64(), Some(k), "{out}");
@@ -370,6 +390,7 @@ fn external_objectives_work_with_ask_and_tell_and_run_refuses_them() {
             dir.path(),
             &[
                 "tell",
+                "--json",
                 "e.toml",
                 &k.to_string(),
                 "--objective",
@@ -379,10 +400,10 @@ fn external_objectives_work_with_ask_and_tell_and_run_refuses_them() {
         assert_eq!(code, 0, "{err}");
         told.push(v);
     }
-    let (code, out, _) = pandora(dir.path(), &["ask", "e.toml"]);
+    let (code, out, _) = pandora(dir.path(), &["ask", "--json", "e.toml"]);
     assert_eq!(code, 0);
     assert!(out.contains("reached max_trials = 5"), "{out}");
-    let (code, best, err) = pandora(dir.path(), &["best", "e.toml"]);
+    let (code, best, err) = pandora(dir.path(), &["best", "--json", "e.toml"]);
     assert_eq!(code, 0, "{err}");
     let best: Value = serde_json::from_str(&best).unwrap();
     let min = told.iter().copied().fold(f64::INFINITY, f64::min);
@@ -391,14 +412,17 @@ fn external_objectives_work_with_ask_and_tell_and_run_refuses_them() {
     assert_eq!(code, 0, "{err}");
     assert_eq!(csv.lines().count(), 6, "{csv}");
     assert!(csv.lines().next().unwrap().contains("param.opt"), "{csv}");
-    let (code, _, err) = pandora(dir.path(), &["plot", "e.toml", "--out", "e.svg"]);
+    let (code, _, err) = pandora(dir.path(), &["plot", "--json", "e.toml", "--out", "e.svg"]);
     assert_eq!(code, 0, "{err}");
     // The same from the stored configuration (--storage/--study), as for a Python study.
     let flags = ["--storage", "sqlite:ext.db", "--study", "ext"];
-    let (code, _, err) = pandora(dir.path(), &[&["run", "--quiet"][..], &flags].concat());
+    let (code, _, err) = pandora(
+        dir.path(),
+        &[&["run", "--json", "--quiet"][..], &flags].concat(),
+    );
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("external objective"), "{err}");
-    let (code, by_flags, err) = pandora(dir.path(), &[&["best"][..], &flags].concat());
+    let (code, by_flags, err) = pandora(dir.path(), &[&["best", "--json"][..], &flags].concat());
     assert_eq!(code, 0, "{err}");
     assert_eq!(serde_json::from_str::<Value>(&by_flags).unwrap(), best);
     // `kind = "external"` with a command, or without a space: errors naming the field.
@@ -417,7 +441,7 @@ fn external_objectives_work_with_ask_and_tell_and_run_refuses_them() {
         (EXTERNAL.replace("\"external\"", "\"remote\""), "kind"),
     ] {
         std::fs::write(dir.path().join("bad.toml"), bad).unwrap();
-        let (code, _, err) = pandora(dir.path(), &["status", "bad.toml"]);
+        let (code, _, err) = pandora(dir.path(), &["status", "--json", "bad.toml"]);
         assert_eq!(code, 2, "{err}");
         assert!(err.contains(field), "'{err}' should name {field}");
     }
@@ -434,7 +458,7 @@ fn bmsei_study_carries_the_refill_state_between_asks() {
         "acquisition = \"b_ms_ei\"\ntree = [1, 1, 1]",
     );
     std::fs::write(dir.path().join("s.toml"), &config).unwrap();
-    let (code, _, err) = pandora(dir.path(), &["run", "s.toml", "--quiet"]);
+    let (code, _, err) = pandora(dir.path(), &["run", "--json", "s.toml", "--quiet"]);
     assert_eq!(code, 0, "{err}");
     let trials = common::export(dir.path(), "s.toml");
     let model: Vec<&Value> = trials
@@ -460,7 +484,70 @@ fn bmsei_study_carries_the_refill_state_between_asks() {
         BUILTIN.replace("seed = 1", "seed = 1\nrefill = false"),
     )
     .unwrap();
-    let (code, _, err) = pandora(dir.path(), &["run", "bad.toml", "--quiet"]);
+    let (code, _, err) = pandora(dir.path(), &["run", "--json", "bad.toml", "--quiet"]);
     assert_eq!(code, 2);
     assert!(err.contains("policy.refill"), "{err}");
+}
+
+/// Issue 20.9: the README's first command. The quickstart spends most of its budget on trials the
+/// policy chose and gets close to the optimum, and `run` ends with a summary in words (best value
+/// and parameters, cost against the budget, why it stopped, the time, what to run next); `--json`
+/// gives the machine-readable form.
+#[test]
+fn the_quickstart_optimizes_visibly_and_ends_with_a_summary_in_words() {
+    let dir = tempfile::tempdir().unwrap();
+    let example = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/quickstart.toml"
+    );
+    std::fs::copy(example, dir.path().join("q.toml")).unwrap();
+    let (code, out, err) = pandora(dir.path(), &["run", "q.toml", "--quiet"]);
+    assert_eq!(code, 0, "{err}");
+    for words in [
+        "study quickstart: ",
+        "finished: budget exhausted: spent ",
+        "best: ",
+        "; the optimum is 0",
+        "of the budget of 300.0 spent",
+        "trials the policy chose",
+        "time: optimizer ",
+        "next: pandora status q.toml",
+        "pandora plot q.toml",
+    ] {
+        assert!(out.contains(words), "'{words}' missing from:\n{out}");
+    }
+    assert!(serde_json::from_str::<Value>(&out).is_err(), "{out}");
+    let (code, st, err) = pandora(dir.path(), &["status", "q.toml", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let st: Value = serde_json::from_str(&st).unwrap();
+    assert!(st["best"]["objective"].as_f64().unwrap() > -0.1, "{st}");
+    assert_eq!(
+        st["time"]["optimizer_trials"].as_u64(),
+        st["complete"].as_u64()
+    );
+    // Most of the budget goes to the policy's trials, not to the initial design.
+    let trials = export(dir.path(), "q.toml");
+    let cost = |phase: &str| -> f64 {
+        trials
+            .iter()
+            .filter(|t| t["decision"]["phase"] == phase)
+            .map(|t| t["cost"].as_f64().unwrap())
+            .sum()
+    };
+    let (initial, model) = (cost("initial"), cost("model"));
+    assert!(model > 2.0 * initial, "initial {initial}, model {model}");
+    // In words by default, JSON with --json, for status and best too.
+    let (_, text, _) = pandora(dir.path(), &["status", "q.toml"]);
+    assert!(text.contains("finished: budget exhausted"), "{text}");
+    let (_, best, _) = pandora(dir.path(), &["best", "q.toml"]);
+    assert!(best.starts_with("trial "), "{best}");
+    let (code, again, err) = pandora(dir.path(), &["run", "q.toml", "--quiet", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let again: Value = serde_json::from_str(&again).unwrap();
+    assert!(
+        again["summary"]["stop_reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("budget exhausted")
+    );
 }

@@ -49,18 +49,18 @@ def test_large_lambda_stops_at_the_first_check_and_agrees_with_the_cli(tmp_path,
     again = pandora.Study.load("stop", url)
     assert again.should_stop and again.stop_reason == s.stop_reason
     assert again.ask() is None and len(again.trials) == 3
-    # `pandora status --format json` on the same database: the same content.
+    # `pandora status --json` on the same database: the same content.
     cfg = s.write_config(tmp_path / "stop.toml")
-    status = cli_json(pandora_bin, "status", cfg, "--format", "json")
+    status = cli_json(pandora_bin, "status", cfg, "--json")
     assert status["stopping"] == st
     assert s.stop_reason == status["stop_reason"]
     summary = s.summary
     for k in ("complete", "running", "failed", "total_cost", "budget_spent", "stop_reason",
               "stopping"):
         assert summary[k] == status[k], k
-    by_flags = cli_json(pandora_bin, "status", "--storage", url, "--study", "stop")
+    by_flags = cli_json(pandora_bin, "status", "--storage", url, "--study", "stop", "--json")
     assert by_flags == status
-    assert cli_json(pandora_bin, "ask", cfg) == {"finished": s.stop_reason}
+    assert cli_json(pandora_bin, "ask", cfg, "--json") == {"finished": s.stop_reason}
 
 
 def test_the_statistic_is_max_log_ei_of_the_recorded_model_and_stops_below_log_lambda():
@@ -132,7 +132,7 @@ def test_auto_lambda_and_options(tmp_path, pandora_bin):
     first = [t["decision"]["stopping"] for t in s.trials if t["decision"]["phase"] == "model"]
     assert all(not c["fired"] for c in first[:2])
     cfg = s.write_config(tmp_path / "a.toml")
-    assert cli_json(pandora_bin, "status", cfg)["stopping"] == st
+    assert cli_json(pandora_bin, "status", cfg, "--json")["stopping"] == st
 
 
 @pytest.mark.parametrize("kw,msg", [

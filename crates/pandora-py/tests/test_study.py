@@ -197,14 +197,14 @@ def test_python_and_cli_share_the_database(tmp_path, pandora_bin):
                              direction="maximize", max_trials=8, initial_design=3)
     run(s, 4)
     cfg = s.write_config(tmp_path / "shared.toml")
-    status = json.loads(cli(pandora_bin, "status", cfg))
+    status = json.loads(cli(pandora_bin, "status", cfg, "--json"))
     assert status["complete"] == 4 and status["running"] == 0
     assert status["budget_spent"] == s.summary["budget_spent"]
-    best = json.loads(cli(pandora_bin, "best", cfg))
+    best = json.loads(cli(pandora_bin, "best", cfg, "--json"))
     assert best["number"] == s.best["number"]
     assert best["objective"] == s.best["value"]
     # The CLI asks and tells; Python sees it.
-    asked = json.loads(cli(pandora_bin, "ask", cfg))
+    asked = json.loads(cli(pandora_bin, "ask", cfg, "--json"))
     n = asked["number"]
     assert n == 4
     cli(pandora_bin, "tell", cfg, str(n), "--objective", "7.5")
@@ -233,9 +233,9 @@ def test_pandora_run_refuses_a_python_driven_study(tmp_path, pandora_bin):
     assert pandora.Study.load("it's", f"sqlite:{tmp_path}/r.db").trials == []
     # Every other command works on it.
     run(s, 3, lambda p: -abs(p["a"] - 0.5))
-    status = json.loads(cli(pandora_bin, "status", cfg))
+    status = json.loads(cli(pandora_bin, "status", cfg, "--json"))
     assert status["complete"] == 3
-    assert json.loads(cli(pandora_bin, "best", cfg))["number"] == s.best["number"]
+    assert json.loads(cli(pandora_bin, "best", cfg, "--json"))["number"] == s.best["number"]
     assert len(cli(pandora_bin, "export", cfg, "--format", "csv").splitlines()) == 4
     fig = tmp_path / "r.svg"
     cli(pandora_bin, "plot", cfg, "--out", str(fig))

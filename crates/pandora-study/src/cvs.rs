@@ -376,6 +376,7 @@ pub(crate) fn decide(
             .filter(|t| t.state == TrialState::Running)
             .count(),
         kind: RecordKind::Cvs { cvs },
+        seconds: None,
     };
     // A trial is handed out: an earlier finish no longer applies.
     state.finished = None;

@@ -26,7 +26,7 @@ use pandora_core::run::record::{
     BmseiSummary, DecisionRecord, HyperRecord, RecordKind, StepRecord, StopRecord, StoppingCheck,
     StudyState,
 };
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 pub use crate::trial::Ask;
@@ -54,6 +54,39 @@ pub struct Summary {
     /// Why the study is finished: the stopping rule's stop, or the budget or `max_trials` that
     /// ended the last ask (while the configuration still imposes it).
     pub finished: Option<Finished>,
+    /// Wall-clock time of the optimizer and of the objective ([`TimeSpent`]).
+    pub time: TimeSpent,
+}
+
+/// Where a study's wall-clock time went: the optimizer's decisions against the objective's
+/// evaluations. Budgets and runtime costs count only the objective; this shows the rest.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct TimeSpent {
+    /// Seconds the optimizer took to hand out trials (model fits, acquisition maximization,
+    /// stopping checks): the sum of the trials' `decision.seconds`.
+    pub optimizer_s: f64,
+    /// Trials whose decision time is recorded (trials of releases before it are not).
+    pub optimizer_trials: usize,
+    /// Seconds from handing out a trial to its outcome, over finished trials: the objective's
+    /// evaluations (plus whatever the caller did in between, for `ask`/`tell` loops).
+    pub objective_s: f64,
+}
+
+impl TimeSpent {
+    /// The time of `trials`.
+    pub fn of(trials: &[Trial]) -> Self {
+        let mut t = Self::default();
+        for trial in trials {
+            if let Some(s) = trial.decision.seconds {
+                t.optimizer_s += s;
+                t.optimizer_trials += 1;
+            }
+            if let Some(done) = trial.finished_at {
+                t.objective_s += (done - trial.created_at).max(0.0);
+            }
+        }
+        t
+    }
 }
 
 impl Summary {
@@ -63,7 +96,7 @@ impl Summary {
     /// value, threshold, iteration, fired}` or null; a value not available yet is null),
     /// `stop_reason` (why the study is finished, in words, or null) and `finished` (the same as
     /// data: `{"budget": {spent, total}}`, `{"max_trials": N}`, `{"stopped": {rule, reason}}`,
-    /// or null).
+    /// or null) and `time` (`{optimizer_s, optimizer_trials, objective_s}`: [`TimeSpent`]).
     pub fn to_json(&self) -> serde_json::Value {
         let finite = |v: f64| v.is_finite().then_some(v);
         json!({
@@ -88,6 +121,7 @@ impl Summary {
             })),
             "stop_reason": self.stop_reason,
             "finished": self.finished,
+            "time": self.time,
         })
     }
 }
@@ -280,11 +314,17 @@ impl Study {
         let step = self.step_config()?;
         let (config, space) = (&self.config, &self.space);
         let mut decide = |trials: &[Trial], state: &serde_json::Value| {
+            let start = std::time::Instant::now();
             let state = StudyState::from_json(state)?;
-            match &config.cvs {
+            let mut decided = match &config.cvs {
                 Some(section) => crate::cvs::decide(config, section, space, trials, state),
                 None => decide(config, space, &step, trials, state),
+            }?;
+            // The optimizer's own time, next to the objective's (docs/studies.md "Time").
+            if let Decided::Trial(new, _) = &mut decided {
+                new.decision.seconds = Some(start.elapsed().as_secs_f64());
             }
+            Ok(decided)
         };
         self.storage.ask_with(&name, worker, &mut decide)
     }
@@ -447,6 +487,7 @@ impl Study {
             stopping,
             stop_reason: finished.as_ref().map(Finished::to_string),
             finished,
+            time: TimeSpent::of(&trials),
         })
     }
 }
@@ -666,6 +707,7 @@ fn record_of(
         params: prop.params.as_ref().map(HyperRecord::from),
         predicted_cost: prop.predicted_cost.or(known_cost(config, &prop.x)),
         pending,
+        seconds: None,
         kind: RecordKind::Step(StepRecord {
             cost_params: prop.cost_params.as_ref().map(HyperRecord::from),
             stopping: check,

@@ -89,3 +89,41 @@ fn predicted_runtimes_stay_in_the_observed_range_despite_noise() {
     }
     assert!(checked >= 35);
 }
+
+/// A runtime-cost study counts only the objective's time toward its budget; the optimizer's own
+/// time per ask is recorded with every decision (stored, read back) and the summary shows both
+/// totals side by side.
+#[test]
+fn the_optimizers_time_is_recorded_per_ask_and_summed_next_to_the_objectives() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = StudyConfig::from_toml(CONFIG).unwrap();
+    let storage = SqliteStorage::open(dir.path().join("s.db").to_str().unwrap()).unwrap();
+    let mut study = Study::open(cfg, Box::new(storage)).unwrap();
+    for k in 0..8u64 {
+        let Ask::Trial(t) = study.ask("w").unwrap() else {
+            panic!("finished after {k} trials")
+        };
+        let s = t.decision.seconds.expect("the ask's time is recorded");
+        assert!(s.is_finite() && s >= 0.0, "{s}");
+        study
+            .tell(
+                t.number,
+                &Outcome::Complete {
+                    objective: -(k as f64),
+                    cost: 0.5,
+                },
+            )
+            .unwrap();
+    }
+    let trials = study.trials().unwrap();
+    let stored: f64 = trials.iter().map(|t| t.decision.seconds.unwrap()).sum();
+    let summary = study.summary().unwrap();
+    assert_eq!(summary.time.optimizer_trials, 8);
+    assert_eq!(summary.time.optimizer_s, stored);
+    assert!(summary.time.objective_s >= 0.0);
+    // The budget counts the objective's reported runtimes only.
+    assert_eq!(summary.budget_spent, 4.0);
+    let json = summary.to_json();
+    assert_eq!(json["time"]["optimizer_trials"], 8);
+    assert!(json["time"]["optimizer_s"].is_f64());
+}

@@ -228,6 +228,10 @@ pub struct DecisionRecord {
     /// What depends on the kind of study.
     #[serde(flatten)]
     pub kind: RecordKind,
+    /// Wall-clock seconds the optimizer took to decide (the whole ask: model fit, acquisition
+    /// maximization, stopping check); absent in records written before it was measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seconds: Option<f64>,
 }
 
 impl DecisionRecord {
@@ -242,6 +246,7 @@ impl DecisionRecord {
             predicted_cost: None,
             pending: 0,
             kind: RecordKind::default(),
+            seconds: None,
         }
     }
 

@@ -462,7 +462,7 @@ class Study:
         ``params``), ``lambda`` (PBGI-D's current λ), ``stopping`` (see :attr:`stopping_status`)
         ``stop_reason`` (why the study is finished, in words, or ``None``) and ``finished`` (the
         same as data, e.g. ``{"budget": {"spent": S, "total": B}}``): the content of
-        ``pandora status --format json``, with ``best["objective"]`` named ``value``."""
+        ``pandora status --json``, with ``best["objective"]`` named ``value``."""
         s = json.loads(self._native.summary_json())
         if s.get("best") is not None:
             s["best"]["value"] = s["best"].pop("objective")
@@ -516,7 +516,7 @@ class Study:
         ``"log_mean_eipc_window"`` with ``window > 1``), ``value`` (the statistic; ``None`` while
         not available, e.g. before a window is full), ``threshold`` (``log λ``), ``iteration``
         (complete BO evaluations at the check), ``fired`` (bool): the ``"stopping"`` object of
-        ``pandora status --format json``. The rule fires when ``value <= threshold`` (after
+        ``pandora status --json``. The rule fires when ``value <= threshold`` (after
         ``burn_in`` and ``debounce``).
         """
         return json.loads(self._native.summary_json()).get("stopping")
