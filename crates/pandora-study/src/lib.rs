@@ -20,5 +20,5 @@ pub mod trial;
 
 pub use config::StudyConfig;
 pub use error::{Error, Result};
-pub use study::{Ask, Finished, StoppingStatus, Study, Summary};
-pub use trial::{NewTrial, Outcome, Trial, TrialState};
+pub use study::{Ask, Finished, LateOutcome, Recorded, StoppingStatus, Study, Summary};
+pub use trial::{NewTrial, Outcome, Told, Trial, TrialState};

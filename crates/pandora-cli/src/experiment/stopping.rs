@@ -866,14 +866,6 @@ pub fn aggregate(
     (out, fixed_curves)
 }
 
-fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
-    }
-}
-
 /// `stopping_runs.csv`.
 pub fn runs_csv(rows: &[RunRow]) -> String {
     let mut out = String::from(
@@ -884,10 +876,10 @@ pub fn runs_csv(rows: &[RunRow]) -> String {
         let _ = writeln!(
             out,
             "{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
-            csv_field(&r.problem),
-            csv_field(&r.policy),
+            crate::csv::field(&r.problem),
+            crate::csv::field(&r.policy),
             r.seed,
-            csv_field(&r.rule),
+            crate::csv::field(&r.rule),
             r.lambda,
             r.outcome.index,
             r.outcome.fired,
@@ -913,9 +905,9 @@ pub fn groups_csv(rows: &[GroupRow]) -> String {
         let _ = writeln!(
             out,
             "{},{},{},{},{},{},{},{},{},{},{},{},{}",
-            csv_field(&r.problem),
-            csv_field(&r.policy),
-            csv_field(&r.rule),
+            crate::csv::field(&r.problem),
+            crate::csv::field(&r.policy),
+            crate::csv::field(&r.rule),
             r.lambda,
             r.n,
             r.mean_r,
