@@ -6,15 +6,18 @@ use anyhow::{Context, Result, bail};
 use pandora_core::gittins::{Cost, DP_MAX_BOXES, PandoraBox, Problem, Reward, dp_optimum};
 use serde::{Deserialize, Serialize};
 
-/// Most boxes in an instance. Weitzman's policy costs `O(n · (n + V))` distribution evaluations
-/// for `n` boxes with `V` support points in all (the opening probability of each box multiplies
-/// over every box opened before it, and the expected utility evaluates the CDF of the maximum,
-/// a product over all boxes, at every breakpoint or quadrature node); at this limit an instance
-/// takes seconds. See docs/boxes.md, "Limits".
-pub const MAX_BOXES: usize = 5_000;
+/// Most boxes in an instance with discrete rewards only. Weitzman's policy then costs
+/// `O((n + V) log(n + V))` for `n` boxes with `V` support points in all (sorted sweeps, see
+/// `pandora_core::gittins`); at this limit an instance takes seconds. See docs/boxes.md, "Limits".
+pub const MAX_BOXES: usize = 1_000_000;
 
 /// Most support points (reward and cost values) over all boxes; see [`MAX_BOXES`].
-pub const MAX_VALUES: usize = 50_000;
+pub const MAX_VALUES: usize = 10_000_000;
+
+/// Most boxes in an instance with a normal reward: its exact value needs the distribution of the
+/// best reward, a product over all boxes, at every quadrature node, `O(n²)` work; at this limit
+/// an instance takes seconds.
+pub const MAX_NORMAL_BOXES: usize = 5_000;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -70,6 +73,12 @@ fn check_size(input: &BoxesInput) -> Result<()> {
     if n > MAX_BOXES {
         bail!(
             "boxes: {n} boxes is more than the limit of {MAX_BOXES} (see docs/boxes.md, \"Limits\")"
+        );
+    }
+    if n > MAX_NORMAL_BOXES && input.boxes.iter().any(|b| b.normal.is_some()) {
+        bail!(
+            "boxes: {n} boxes with a \"normal\" reward among them is more than the limit of \
+             {MAX_NORMAL_BOXES} for instances with normal rewards (see docs/boxes.md, \"Limits\")"
         );
     }
     let values: usize = input

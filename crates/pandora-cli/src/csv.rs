@@ -1,9 +1,12 @@
-//! CSV cells for `pandora export`: quoting (RFC 4180) and spreadsheet formula neutralization.
+//! CSV cells for `pandora export` and the experiment harness's CSV files: quoting (RFC 4180) and
+//! spreadsheet formula neutralization, one function ([`field`]) for every text cell Pandora
+//! writes.
 //!
 //! A spreadsheet opening a CSV file evaluates a cell that starts with `=`, `+`, `-` or `@` as a
 //! formula (and some treat a leading tab or carriage return the same way). A study's CSV holds
 //! text that others chose: parameter values of categorical parameters, worker names, error
-//! messages taken from an objective's stderr. A cell such as `=HYPERLINK("http://evil", "x")` would
+//! messages taken from an objective's stderr; an experiment's CSV holds problem and policy
+//! labels from its configuration. A cell such as `=HYPERLINK("http://evil", "x")` would
 //! run when the file is opened. As OWASP recommends ("CSV Injection"), such a cell is prefixed
 //! with a single quote, which spreadsheets show as text. Plain numbers (`-1.5`, `+2e-3`) are left
 //! as they are, so numeric columns stay numeric.

@@ -554,7 +554,9 @@ pub fn summarize(dir: &Path) -> Result<String> {
             let (mean, se, median) = (st.mean, 0.5 * st.se2, st.median);
             let _ = writeln!(
                 csv,
-                "{setting},{policy},{},{frac},{},{mean},{se},{median},{steps},{secs}",
+                "{},{},{},{frac},{},{mean},{se},{median},{steps},{secs}",
+                crate::csv::field(setting),
+                crate::csv::field(policy),
                 recs.len(),
                 frac * budget
             );

@@ -37,7 +37,9 @@ enum Command {
         #[arg(long)]
         quiet: bool,
         /// Mark running trials without a heartbeat for this many seconds abandoned when starting
-        /// (trials of killed workers).
+        /// (trials of killed workers); at least 10 (every run heartbeats its trials each second).
+        /// A late outcome of an abandoned trial is still recorded, its cost counted, with a
+        /// warning.
         #[arg(long, value_name = "SECONDS", default_value_t = study_cmd::STALE_S)]
         abandon_after: f64,
         /// End with the summary as JSON (for scripts) instead of in words.

@@ -77,6 +77,14 @@ impl Progress {
         }
     }
 
+    /// Prints a warning on stderr, even when quiet (above the bar if there is one).
+    pub fn warn(&self, msg: &str) {
+        match &self.mode {
+            Mode::Quiet | Mode::Lines => eprintln!("warning: {msg}"),
+            Mode::Bar(bar) => bar.println(format!("warning: {msg}")),
+        }
+    }
+
     /// The bar's message for summary `s`.
     fn message(&self, s: &Summary) -> String {
         let done = s.counts.done() as u64;

@@ -12,7 +12,7 @@ use pandora_study::command::{self, CommandSpec, Reported};
 use pandora_study::config::{CostKind, MAX_DURATION_S, ObjectiveKind};
 use pandora_study::space::Direction;
 use pandora_study::storage::Storage;
-use pandora_study::{Ask, Outcome, Study, StudyConfig, Trial, TrialState};
+use pandora_study::{Ask, Outcome, Recorded, Study, StudyConfig, Trial, TrialState};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -266,8 +266,13 @@ fn evaluate(
     Evaluation { outcome }
 }
 
-/// Seconds between heartbeats of a running evaluation (at most; see [`heartbeat_interval`]).
-const HEARTBEAT_S: f64 = 10.0;
+/// Seconds between heartbeats of a running evaluation: the same in every `pandora run`, whatever
+/// its `--abandon-after`, so that no run can take another's live trial for abandoned.
+pub const HEARTBEAT_S: f64 = 1.0;
+/// The shortest `--abandon-after` accepted: ten heartbeat periods, so that a live trial (whose
+/// heartbeat is at most [`HEARTBEAT_S`] old, plus a wait for the storage's lock) is never
+/// abandoned by any run.
+pub const MIN_ABANDON_S: f64 = 10.0;
 /// By default, a running trial without a heartbeat for this long is abandoned when a run starts.
 pub const STALE_S: f64 = 120.0;
 /// `pandora run` stops, with an error, when its first trials fail this many times in a row with the
@@ -276,20 +281,21 @@ pub const SAME_FAILURES_AT_START: usize = 3;
 /// ... or, after a trial of the run completed, this many times in a row (something broke).
 pub const SAME_FAILURES: usize = 10;
 
-/// The heartbeat period for an abandon timeout: several heartbeats per timeout, so that a live
-/// worker's trial is never taken for abandoned.
-fn heartbeat_interval(abandon_after_s: f64) -> Duration {
-    Duration::from_secs_f64((abandon_after_s / 4.0).clamp(0.05, HEARTBEAT_S))
-}
-
 /// Keeps the heartbeat of trial `number` fresh, over its own connection to `url`, until `stop`
-/// receives a message or its sender is dropped.
+/// receives a message or its sender is dropped. A connection that cannot be opened, or fails, is
+/// opened again at the next beat: a passing storage outage does not silence a live trial for good.
 fn heartbeat(url: &str, name: &str, number: u64, every: Duration, stop: mpsc::Receiver<()>) {
-    let Ok(mut storage) = open_storage(url) else {
-        return;
-    };
+    let mut storage = None;
     while let Err(mpsc::RecvTimeoutError::Timeout) = stop.recv_timeout(every) {
-        let _ = storage.heartbeat(name, number);
+        if storage.is_none() {
+            storage = open_storage(url).ok();
+        }
+        if let Some(s) = storage.as_mut()
+            && let Err(e) = s.heartbeat(name, number)
+            && !matches!(e, pandora_study::Error::Invalid { .. })
+        {
+            storage = None;
+        }
     }
 }
 
@@ -313,7 +319,7 @@ fn evaluate_and_tell(
     trial: &Trial,
     every: Duration,
     eval: impl FnOnce(&Study, &Trial) -> Evaluation,
-) -> Result<(Trial, Option<String>)> {
+) -> Result<(Recorded, Option<String>)> {
     let name = study.config().study.name.clone();
     std::thread::scope(|s| {
         // Dropped on every way out of this closure, unwinding included: the heartbeat ends.
@@ -333,7 +339,7 @@ fn evaluate_and_tell(
             .tell(trial.number, &outcome)
             .with_context(|| format!("storing trial {}", trial.number));
         drop(alive);
-        told.map(|t| (t, panicked))
+        told.map(|r| (r, panicked))
     })
 }
 
@@ -409,10 +415,14 @@ impl Workers<'_> {
                 Ask::Trial(t) => t,
             };
             let (dir, builtin) = (self.dir.as_deref(), self.builtin.as_deref());
-            let (told, panicked) =
+            let (recorded, panicked) =
                 evaluate_and_tell(&mut study, &url, &trial, self.every, |s, t| {
                     evaluate(s, t, builtin, dir)
                 })?;
+            if let Some(late) = &recorded.late {
+                self.progress.warn(&late.to_string());
+            }
+            let told = recorded.trial;
             if let Some(msg) = panicked {
                 bail!(
                     "trial {} failed: the evaluation panicked ({msg}); stopping",
@@ -474,10 +484,10 @@ pub fn run(target: &Target, opts: &RunOptions) -> Result<()> {
         bail!("--workers: must be at least 1, got 0");
     }
     let stale = opts.abandon_after_s;
-    if !(stale.is_finite() && stale > 0.0 && stale <= MAX_DURATION_S) {
+    if !(stale.is_finite() && (MIN_ABANDON_S..=MAX_DURATION_S).contains(&stale)) {
         bail!(
-            "--abandon-after: must be a number of seconds > 0 and at most {MAX_DURATION_S}, got \
-             {stale}"
+            "--abandon-after: must be a number of seconds from {MIN_ABANDON_S} (ten heartbeats of \
+             {HEARTBEAT_S} s) to {MAX_DURATION_S}, got {stale}"
         );
     }
     let workers = {
@@ -501,7 +511,7 @@ pub fn run(target: &Target, opts: &RunOptions) -> Result<()> {
         Workers {
             target,
             progress,
-            every: heartbeat_interval(stale),
+            every: Duration::from_secs_f64(HEARTBEAT_S),
             dir: command_dir(target)?,
             builtin: study.config().builtin_problem()?,
             stop: AtomicBool::new(false),
@@ -729,10 +739,13 @@ pub fn tell(target: &Target, number: u64, args: TellArgs) -> Result<()> {
         }
         (None, Some(reason)) => study.tell(number, &Outcome::Failed { reason, cost })?,
     };
+    if let Some(late) = &t.late {
+        eprintln!("warning: {late}");
+    }
     if as_json {
-        println!("{}", trial_json(&t));
+        println!("{}", trial_json(&t.trial));
     } else {
-        println!("{}", text::trial(&t));
+        println!("{}", text::trial(&t.trial));
     }
     Ok(())
 }
@@ -914,7 +927,10 @@ mod tests {
                 |_, _| panic!("boom"),
             );
             let stored = study.trials().unwrap();
-            let _ = tx.send((r.map(|(t, p)| (t.state, t.error, p)).ok(), stored));
+            let _ = tx.send((
+                r.map(|(t, p)| (t.trial.state, t.trial.error, p)).ok(),
+                stored,
+            ));
         });
         let (r, stored) = rx
             .recv_timeout(Duration::from_secs(60))

@@ -176,7 +176,8 @@ fn durations_out_of_range_are_refused_naming_the_field() {
     .unwrap();
     let (code, _, err) = pandora(dir.path(), &["status", "--json", "s.toml"]);
     assert_eq!(code, 0, "30 days is allowed: {err}");
-    for bad in ["1e300", "-1", "nan"] {
+    // Below ten heartbeats (10 s), a run could take another run's live trial for abandoned.
+    for bad in ["1e300", "-1", "nan", "0.2", "9.9"] {
         let (code, _, err) = pandora(
             dir.path(),
             &[
@@ -189,6 +190,7 @@ fn durations_out_of_range_are_refused_naming_the_field() {
         );
         assert_eq!(code, 2, "--abandon-after {bad}: {err}");
         assert!(err.contains("--abandon-after"), "{bad}: {err}");
+        assert!(err.contains("from 10"), "{bad}: {err}");
     }
 }
 

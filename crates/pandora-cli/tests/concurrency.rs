@@ -1,4 +1,8 @@
-//! Four concurrent `pandora run` processes on one SQLite study.
+//! Concurrent `pandora run` processes on one study: four on a SQLite study with a budget; eight
+//! on a study with a categorical parameter, on SQLite and on PostgreSQL, kept apart by the
+//! pending exclusion in the proposal space.
+
+mod common;
 
 use serde_json::Value;
 use std::collections::HashSet;
@@ -111,4 +115,153 @@ fn check(trials: &[Value], _dir: &Path) {
     assert!(spent <= BUDGET + 1e-9, "spent {spent} of {BUDGET}");
     // ... and it was used: the study stopped only when no trial fitted any more.
     assert!(spent > BUDGET - 2.0, "spent {spent} of {BUDGET}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Eight processes on a study with a categorical parameter, on SQLite and on PostgreSQL.
+
+/// Processes of the categorical test.
+const CAT_PROCESSES: usize = 8;
+/// `pandora_core::policy::PENDING_EXCLUSION_RADIUS`.
+const RADIUS: f64 = 0.1;
+
+fn categorical_config(storage: &str) -> String {
+    format!(
+        r#"
+[study]
+name = "cat"
+storage = "{storage}"
+[objective]
+command = ["python3", "cat_obj.py"]
+[[space]]
+name = "x"
+type = "float"
+low = 0.0
+high = 1.0
+[[space]]
+name = "c"
+type = "categorical"
+choices = ["a", "b", "c"]
+[budget]
+max_trials = 48
+[policy]
+acquisition = "log_ei"
+initial_design = 4
+seed = 5
+"#
+    )
+}
+
+/// Euclidean distance of two points of the proposal space (unit cube, categoricals one-hot).
+fn distance(a: &Value, b: &Value) -> f64 {
+    let (a, b) = (a.as_array().unwrap(), b.as_array().unwrap());
+    assert_eq!(a.len(), 4, "x = (x, one-hot c)");
+    a.iter()
+        .zip(b)
+        .map(|(p, q)| (p.as_f64().unwrap() - q.as_f64().unwrap()).powi(2))
+        .sum::<f64>()
+        .sqrt()
+}
+
+/// For every model-phase trial, the trials that were pending when it was decided, as far as the
+/// timestamps tell: handed out before it and told after it was stored (the storage's lock orders
+/// these events). That is a subset of the decision's pending trials; its size is compared with
+/// the decision's own count.
+fn pending_pairs(trials: &[Value]) -> (Vec<(usize, usize)>, usize) {
+    let mut pairs = Vec::new();
+    let mut recorded = 0;
+    for (i, t) in trials.iter().enumerate() {
+        if t["decision"]["phase"] != "model" {
+            continue;
+        }
+        recorded += t["decision"]["pending"].as_u64().unwrap() as usize;
+        let created = t["created_at"].as_f64().unwrap();
+        for (j, u) in trials[..i].iter().enumerate() {
+            if u["finished_at"].as_f64().is_none_or(|f| f > created) {
+                pairs.push((j, i));
+            }
+        }
+    }
+    (pairs, recorded)
+}
+
+/// 8 `pandora run` processes on one study with a categorical parameter: no trial or point handed
+/// out twice, and every model-phase proposal at least the exclusion radius away from each trial
+/// pending at its decision, in the proposal space.
+fn eight_processes_on_a_categorical_study(storage: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("cat_obj.py"),
+        "import json, random, sys, time\np = json.load(sys.stdin)\n\
+         time.sleep(random.uniform(0.1, 0.3))\n\
+         print(-(p['x'] - 0.4) ** 2 - {'a': 0.0, 'b': 0.2, 'c': 0.5}[p['c']])\n",
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("s.toml"), categorical_config(storage)).unwrap();
+    let children: Vec<_> = (0..CAT_PROCESSES)
+        .map(|_| {
+            Command::new(env!("CARGO_BIN_EXE_pandora"))
+                .args(["run", "s.toml", "--quiet"])
+                .current_dir(dir.path())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("spawn pandora run")
+        })
+        .collect();
+    for c in children {
+        let out = c.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{err}");
+    }
+    let trials = common::export(dir.path(), "s.toml");
+    assert_eq!(trials.len(), 48);
+    let numbers: Vec<u64> = trials
+        .iter()
+        .map(|t| t["number"].as_u64().unwrap())
+        .collect();
+    assert_eq!(numbers, (0..48).collect::<Vec<_>>());
+    let mut seen = HashSet::new();
+    for t in &trials {
+        assert_eq!(t["state"], "complete", "{t}");
+        assert!(
+            seen.insert(t["x"].to_string()),
+            "point handed out twice: {t}"
+        );
+    }
+    let (pairs, recorded) = pending_pairs(&trials);
+    let closest = pairs
+        .iter()
+        .map(|&(j, i)| (distance(&trials[j]["x"], &trials[i]["x"]), j, i))
+        .fold((f64::INFINITY, 0, 0), |a, b| if b.0 < a.0 { b } else { a });
+    eprintln!(
+        "{} pending pairs seen of {recorded} recorded; closest {:.4} (trials {} and {})",
+        pairs.len(),
+        closest.0,
+        closest.1,
+        closest.2
+    );
+    // The check is not vacuous: the processes really overlapped.
+    assert!(pairs.len() >= 40, "only {} pending pairs", pairs.len());
+    for &(j, i) in &pairs {
+        let d = distance(&trials[j]["x"], &trials[i]["x"]);
+        assert!(
+            d >= RADIUS * (1.0 - 1e-9),
+            "trial {i} proposed {d} from pending trial {j}: {} vs {}",
+            trials[i]["x"],
+            trials[j]["x"]
+        );
+    }
+}
+
+#[test]
+fn eight_processes_on_a_categorical_sqlite_study_keep_apart() {
+    eight_processes_on_a_categorical_study("sqlite:study.db");
+}
+
+#[test]
+#[cfg_attr(not(pandora_postgres), ignore = "set PANDORA_TEST_POSTGRES_URL to run")]
+fn eight_processes_on_a_categorical_postgres_study_keep_apart() {
+    let db = common::TestSchema::new("categorical");
+    eight_processes_on_a_categorical_study(&db.url());
 }

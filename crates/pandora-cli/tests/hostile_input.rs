@@ -177,8 +177,10 @@ fn oversized_requests_are_refused_naming_the_field_and_the_limit() {
             "'{err}' should contain '{expected}'"
         );
     }
-    let boxes: Vec<&str> =
-        vec![r#"{"cost": 0.1, "rewards": {"values": [0, 1], "probs": [0.5, 0.5]}}"#; 100_001];
+    // Normal rewards keep the quadratic evaluation, and their limit.
+    let mut boxes: Vec<&str> =
+        vec![r#"{"cost": 0.1, "rewards": {"values": [0, 1], "probs": [0.5, 0.5]}}"#; 5_000];
+    boxes.push(r#"{"cost": 0.1, "normal": {"mean": 0, "std": 1}}"#);
     std::fs::write(
         d.join("b.json"),
         format!("{{\"boxes\": [{}]}}", boxes.join(",")),
@@ -186,7 +188,11 @@ fn oversized_requests_are_refused_naming_the_field_and_the_limit() {
     .unwrap();
     let (code, _, err) = pandora(d, &["boxes", "b.json"]);
     assert_eq!(code, 2);
-    assert!(err.contains("boxes: 100001 boxes"), "{err}");
+    assert!(
+        err.contains("boxes: 5001 boxes with a \"normal\" reward"),
+        "{err}"
+    );
+    assert!(err.contains("limit of 5000"), "{err}");
 }
 
 /// Item by item: negative values are values, `max_trials = 0` and over-long study names are

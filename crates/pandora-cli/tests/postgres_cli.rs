@@ -6,54 +6,12 @@
 //! its own schema (`?schema=...` in the storage URL), dropped at the end.
 
 mod common;
-use common::pandora;
+use common::{ENV, TestSchema, pandora};
 
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
-
-const ENV: &str = "PANDORA_TEST_POSTGRES_URL";
-
-/// A schema of its own for one test, dropped (with everything in it) when the guard goes.
-struct TestSchema {
-    base: String,
-    schema: String,
-}
-
-impl TestSchema {
-    /// A fresh schema name on the server of `PANDORA_TEST_POSTGRES_URL`. The tests that call
-    /// this are `#[ignore]`d unless the variable was set at build time (`cfg(pandora_postgres)`,
-    /// see build.rs); run with `--ignored` but without the variable, they fail here instead of
-    /// passing without having run.
-    fn new(test: &str) -> Self {
-        let Some(base) = std::env::var(ENV).ok().filter(|s| !s.is_empty()) else {
-            panic!("{test}: {ENV} is not set: this test needs a PostgreSQL server (see README.md)");
-        };
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .subsec_nanos();
-        let schema = format!("cli_{test}_{}_{nanos}", std::process::id());
-        Self { base, schema }
-    }
-
-    fn url(&self) -> String {
-        let sep = if self.base.contains('?') { '&' } else { '?' };
-        format!("{}{sep}schema={}", self.base, self.schema)
-    }
-}
-
-impl Drop for TestSchema {
-    fn drop(&mut self) {
-        if let Ok(mut c) = postgres::Client::connect(&self.base, postgres::NoTls) {
-            let _ = c.batch_execute(&format!(
-                "DROP SCHEMA IF EXISTS \"{}\" CASCADE",
-                self.schema
-            ));
-        }
-    }
-}
 
 fn config(url: &str, limits: &str) -> String {
     format!(

@@ -99,9 +99,10 @@ impl NativeStudy {
                 let t = s
                     .tell(number, &Outcome::Complete { objective, cost })
                     .map_err(study_err)?;
-                serde_json::to_string(&t).map_err(json_err)
+                recorded_json(t)
             })
         })
+        .and_then(|r| warn_late(py, r))
     }
 
     /// Records a complete trial of a `[cvs]` study with the realized values of its random
@@ -130,9 +131,10 @@ impl NativeStudy {
                 let t = s
                     .tell_realized(number, objective, cost, random)
                     .map_err(study_err)?;
-                serde_json::to_string(&t).map_err(json_err)
+                recorded_json(t)
             })
         })
+        .and_then(|r| warn_late(py, r))
     }
 
     /// Records a failed trial; returns the stored trial as JSON.
@@ -154,9 +156,10 @@ impl NativeStudy {
                 let t = s
                     .tell(number, &Outcome::Failed { reason, cost })
                     .map_err(study_err)?;
-                serde_json::to_string(&t).map_err(json_err)
+                recorded_json(t)
             })
         })
+        .and_then(|r| warn_late(py, r))
     }
 
     /// The known cost of a unit-cube point (`None` unless costs are uniform or known).
@@ -201,4 +204,25 @@ impl NativeStudy {
     fn heartbeat(&self, py: Python<'_>, number: u64) -> PyResult<()> {
         py.detach(|| self.with(|s| s.heartbeat(number).map_err(study_err)))
     }
+}
+
+/// A told trial as JSON, with the message of a late outcome.
+fn recorded_json(r: pandora_study::Recorded) -> PyResult<(String, Option<String>)> {
+    let json = serde_json::to_string(&r.trial).map_err(json_err)?;
+    Ok((json, r.late.map(|l| l.to_string())))
+}
+
+/// Says so (a `RuntimeWarning`) when a told outcome came late: the trial had been abandoned, its
+/// cost counts all the same and spending may now exceed the budget.
+fn warn_late(py: Python<'_>, (json, late): (String, Option<String>)) -> PyResult<String> {
+    if let Some(msg) = late {
+        let msg = std::ffi::CString::new(msg.replace('\0', " ")).unwrap_or_default();
+        PyErr::warn(
+            py,
+            &py.get_type::<pyo3::exceptions::PyRuntimeWarning>(),
+            &msg,
+            1,
+        )?;
+    }
+    Ok(json)
 }

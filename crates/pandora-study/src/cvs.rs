@@ -457,7 +457,7 @@ b = { dist = "discrete", values = [-0.5, 0.5] }
         assert!(e.contains("leaves b random"), "{e}");
         let mut r = serde_json::Map::new();
         r.insert("b".into(), json!(0.5));
-        let told = s.tell_realized(t.number, 1.0, None, &r).unwrap();
+        let told = s.tell_realized(t.number, 1.0, None, &r).unwrap().trial;
         assert_eq!(told.params["b"], json!(0.5));
         assert_eq!(told.x[1], 0.75);
         assert_eq!(told.cost, Some(1.0));

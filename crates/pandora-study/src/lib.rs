@@ -20,5 +20,5 @@ pub mod trial;
 
 pub use config::StudyConfig;
 pub use error::{Error, Result};
-pub use study::{Ask, Finished, StoppingStatus, Study, Summary, TimeSpent};
-pub use trial::{NewTrial, Outcome, Trial, TrialCounts, TrialState};
+pub use study::{Ask, Finished, LateOutcome, Recorded, StoppingStatus, Study, Summary, TimeSpent};
+pub use trial::{NewTrial, Outcome, Told, Trial, TrialCounts, TrialState};

@@ -8,7 +8,7 @@ pub mod postgres;
 pub mod sqlite;
 
 use crate::error::{Error, Result};
-use crate::trial::{Ask, Decided, Outcome, Trial};
+use crate::trial::{Ask, Decided, Outcome, Told, Trial};
 
 /// The decision callback of [`Storage::ask_with`]: given the study's trials and state, the next
 /// trial and the new state, or why there is none.
@@ -43,9 +43,15 @@ pub trait Storage: Send {
     ) -> Result<serde_json::Value>;
 
     /// Records the outcome of a running trial (durable before returning). A late outcome for an
-    /// abandoned trial is recorded too (the evaluation was paid for); telling a complete or
-    /// failed trial is an error that changes nothing.
-    fn tell(&mut self, study: &str, number: u64, outcome: &Outcome) -> Result<Trial>;
+    /// abandoned trial is recorded too (the evaluation was paid for, its cost counts) and
+    /// reported as late ([`Told::late`]); telling a complete or failed trial is an error that
+    /// changes nothing.
+    fn tell_outcome(&mut self, study: &str, number: u64, outcome: &Outcome) -> Result<Told>;
+
+    /// [`Storage::tell_outcome`], without saying whether the outcome was late.
+    fn tell(&mut self, study: &str, number: u64, outcome: &Outcome) -> Result<Trial> {
+        self.tell_outcome(study, number, outcome).map(|t| t.trial)
+    }
 
     /// All trials of the study, by number.
     fn trials(&mut self, study: &str) -> Result<Vec<Trial>>;

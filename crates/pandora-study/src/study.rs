@@ -14,7 +14,7 @@ use crate::config::{CostKind, StudyConfig, counts_toward_budget};
 use crate::error::{Error, Result};
 use crate::space::SearchSpace;
 use crate::storage::Storage;
-use crate::trial::{Decided, NewTrial, Outcome, Trial, TrialCounts, TrialState, finish};
+use crate::trial::{Decided, NewTrial, Outcome, Told, Trial, TrialCounts, TrialState, finish};
 use pandora_core::acquisition::{AcquisitionName, AcquisitionParams, LinearMeanCost};
 use pandora_core::gp::GpParams;
 use pandora_core::gp::fit::{FitOptions, NoiseSpec};
@@ -31,6 +31,62 @@ use serde_json::json;
 
 pub use crate::trial::Ask;
 pub use pandora_core::run::Finished;
+
+/// A trial just told ([`Study::tell`]), and whether its outcome came late.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Recorded {
+    /// The trial as stored now (complete or failed).
+    pub trial: Trial,
+    /// Set when the trial had been abandoned before its outcome arrived.
+    pub late: Option<LateOutcome>,
+}
+
+/// A late outcome: the trial had been abandoned (no heartbeat before the timeout), so its share
+/// of the budget may have gone to other trials meanwhile. The outcome and its cost are recorded
+/// all the same (the evaluation was paid for): the budget accounting stays honest, and spending
+/// may now exceed the budget, which [`LateOutcome`]'s message says.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LateOutcome {
+    /// The trial.
+    pub number: u64,
+    /// Its cost, as told.
+    pub cost: Option<f64>,
+    /// The cost counted toward the budget now, this trial's included.
+    pub spent: f64,
+    /// The budget, if the study has one.
+    pub total: Option<f64>,
+}
+
+impl LateOutcome {
+    /// Whether spending now exceeds the budget.
+    pub fn over_budget(&self) -> bool {
+        self.total.is_some_and(|t| self.spent > t * (1.0 + 1e-12))
+    }
+}
+
+impl std::fmt::Display for LateOutcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "trial {} had been abandoned (no heartbeat) when its outcome arrived; the outcome is \
+             recorded",
+            self.number
+        )?;
+        if let Some(c) = self.cost {
+            write!(f, " and its cost {c} counts")?;
+        }
+        match self.total {
+            Some(t) if self.over_budget() => write!(
+                f,
+                ": {} spent of the budget {t}, over it by {}",
+                self.spent,
+                self.spent - t
+            ),
+            Some(t) => write!(f, ": {} spent of the budget {t}", self.spent),
+            None => Ok(()),
+        }
+    }
+}
 
 /// A summary of a study.
 #[derive(Debug, Clone, PartialEq)]
@@ -329,11 +385,13 @@ impl Study {
         self.storage.ask_with(&name, worker, &mut decide)
     }
 
-    /// Records the outcome of trial `number`.
+    /// Records the outcome of trial `number` (durably). A late outcome (the trial had been
+    /// abandoned) is recorded too, its cost counting toward the budget, and reported in
+    /// [`Recorded::late`] with the spending it leads to.
     ///
     /// In a `[cvs]` study, a complete outcome of a trial that leaves parameters random must come
     /// with their realized values ([`Study::tell_realized`]); this is an error otherwise.
-    pub fn tell(&mut self, number: u64, outcome: &Outcome) -> Result<Trial> {
+    pub fn tell(&mut self, number: u64, outcome: &Outcome) -> Result<Recorded> {
         if self.config.cvs.is_some() && matches!(outcome, Outcome::Complete { .. }) {
             let trials = self.trials()?;
             if let Some(info) = trials
@@ -352,7 +410,27 @@ impl Study {
                 ));
             }
         }
-        self.storage.tell(&self.config.study.name, number, outcome)
+        let told = self
+            .storage
+            .tell_outcome(&self.config.study.name, number, outcome)?;
+        self.recorded(told)
+    }
+
+    /// The study's view of a trial just told: for a late outcome, the budget after it.
+    fn recorded(&mut self, told: Told) -> Result<Recorded> {
+        let late = match told.late {
+            false => None,
+            true => Some(LateOutcome {
+                number: told.trial.number,
+                cost: told.trial.cost,
+                spent: self.summary()?.budget_spent,
+                total: self.config.budget.total,
+            }),
+        };
+        Ok(Recorded {
+            trial: told.trial,
+            late,
+        })
     }
 
     /// Records a complete trial of a `[cvs]` study with the realized values of its random
@@ -365,7 +443,7 @@ impl Study {
         objective: f64,
         cost: Option<f64>,
         random: &serde_json::Map<String, serde_json::Value>,
-    ) -> Result<Trial> {
+    ) -> Result<Recorded> {
         if self.config.cvs.is_none() {
             return Err(Error::invalid(
                 "random",
@@ -382,7 +460,7 @@ impl Study {
             Some(c) => c,
             None => return Err(Error::invalid("cost", "required")),
         };
-        self.storage.tell(
+        let told = self.storage.tell_outcome(
             &self.config.study.name,
             number,
             &Outcome::CompleteAt {
@@ -391,7 +469,8 @@ impl Study {
                 params,
                 x,
             },
-        )
+        )?;
+        self.recorded(told)
     }
 
     /// Simulates nature for a `[cvs]` study on a builtin problem: draws the random parameters of

@@ -156,6 +156,17 @@ pub fn iso8601_utc(unix_seconds: f64) -> Option<String> {
     ))
 }
 
+/// A trial just told ([`crate::storage::Storage::tell_outcome`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Told {
+    /// The trial as stored now (complete or failed).
+    pub trial: Trial,
+    /// Whether the trial had been abandoned (no heartbeat before the timeout) when its outcome
+    /// arrived: the outcome and its cost are recorded all the same, but the budget may have been
+    /// given to other trials meanwhile.
+    pub late: bool,
+}
+
 /// The outcome a worker reports for a trial.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Outcome {

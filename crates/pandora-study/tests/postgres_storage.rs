@@ -511,9 +511,21 @@ fn abandon_stale_marks_only_stale_running_trials_and_heartbeat_refreshes() {
     // An abandoned trial no longer takes heartbeats...
     assert!(matches!(s.heartbeat("s", 0), Err(Error::Invalid { .. })));
     assert_eq!(s.trials("s").unwrap(), trials);
-    // ...but a late outcome is recorded: the evaluation was paid for.
-    let late = s
-        .tell(
+    // ...but a late outcome is recorded (the evaluation was paid for), and said to be late,
+    // while the outcome of a trial still running is not.
+    let on_time = s
+        .tell_outcome(
+            "s",
+            1,
+            &Outcome::Failed {
+                reason: "x".into(),
+                cost: None,
+            },
+        )
+        .unwrap();
+    assert!(!on_time.late);
+    let told = s
+        .tell_outcome(
             "s",
             3,
             &Outcome::Complete {
@@ -522,6 +534,8 @@ fn abandon_stale_marks_only_stale_running_trials_and_heartbeat_refreshes() {
             },
         )
         .unwrap();
+    assert!(told.late);
+    let late = told.trial;
     assert_eq!(late.state, TrialState::Complete);
     assert_eq!(late.error, None);
     assert_eq!(s.trials("s").unwrap()[3], late);

@@ -1,9 +1,9 @@
-//! How the experiment reports write values: CSV cells and numbers.
+//! How the experiment reports write numbers.
 //!
 //! Every summary file of an experiment is text: CSV tables (`summary/*.csv`), a fixed-width
-//! table printed at the end, and `summary.md`. This module is the one place that decides how a
-//! label becomes a CSV cell ([`csv_field`]) and how a number becomes text, in three styles, one
-//! per kind of output:
+//! table printed at the end, and `summary.md`. CSV cells are quoted and neutralized by the one
+//! [`crate::csv::field`] that study exports use too; this module is the one place that decides
+//! how a number becomes text, in three styles, one per kind of output:
 //!
 //! - [`fmt_number`]: fixed-width text tables, 4 decimals in `[1e-3, 1e4)` and scientific outside;
 //! - [`fmt_sig3`]: markdown tables, 3 significant digits;
@@ -11,15 +11,6 @@
 //!
 //! It imports no other experiment module, so the summary, the stopping evaluation and the
 //! configuration can all use it.
-
-/// One CSV cell: quoted (RFC 4180) if it holds `,`, `"` or a line end.
-pub fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
-    }
-}
 
 /// A number for a text table: 4 decimals in `[1e-3, 1e4)`, otherwise scientific with
 /// `exp_digits` digits after the point (0 as `0`).
@@ -56,13 +47,6 @@ pub fn label_number(v: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn csv_fields_are_quoted_only_when_needed() {
-        assert_eq!(csv_field("ackley-d2"), "ackley-d2");
-        assert_eq!(csv_field("pbgi(a,b)"), "\"pbgi(a,b)\"");
-        assert_eq!(csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");
-    }
 
     #[test]
     fn numbers_take_the_style_of_their_output() {

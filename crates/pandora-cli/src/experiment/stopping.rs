@@ -17,7 +17,7 @@
 pub mod plan;
 
 use super::config::{Plan, ResolvedPolicy, splitmix64};
-use super::format::{csv_field, fmt_number, fmt_sig3};
+use super::format::{fmt_number, fmt_sig3};
 use super::trace::{StoppingStats, Trace};
 use anyhow::{Context, Result, anyhow, bail};
 use pandora_core::gp::GpModel;
@@ -541,10 +541,10 @@ pub fn runs_csv(rows: &[RunRow]) -> String {
         let _ = writeln!(
             out,
             "{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
-            csv_field(&r.problem),
-            csv_field(&r.policy),
+            crate::csv::field(&r.problem),
+            crate::csv::field(&r.policy),
             r.seed,
-            csv_field(&r.rule),
+            crate::csv::field(&r.rule),
             r.lambda,
             r.outcome.index,
             r.outcome.fired,
@@ -570,9 +570,9 @@ pub fn groups_csv(rows: &[GroupRow]) -> String {
         let _ = writeln!(
             out,
             "{},{},{},{},{},{},{},{},{},{},{},{},{}",
-            csv_field(&r.problem),
-            csv_field(&r.policy),
-            csv_field(&r.rule),
+            crate::csv::field(&r.problem),
+            crate::csv::field(&r.policy),
+            crate::csv::field(&r.rule),
             r.lambda,
             r.n,
             r.mean_r,

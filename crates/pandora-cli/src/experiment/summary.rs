@@ -18,7 +18,7 @@
 //! tables, see [`markdown`]).
 
 use super::config::{Interpolation, Plan, ResolvedProblem};
-use super::format::{csv_field, fmt_number, fmt_sig3};
+use super::format::{fmt_number, fmt_sig3};
 use super::trace::{self, Trace};
 use anyhow::{Context, Result};
 use pandora_core::policy::Phase;
@@ -319,7 +319,7 @@ pub fn problem_csv(s: &ProblemSummary) -> String {
             let _ = writeln!(
                 out,
                 "{},{},{},{},{},{},{},{}",
-                csv_field(&p.policy),
+                crate::csv::field(&p.policy),
                 c,
                 st.n,
                 st.median,
@@ -346,8 +346,8 @@ pub fn final_csv(all: &[ProblemSummary]) -> String {
             let _ = writeln!(
                 out,
                 "{},{},{},{},{},{},{},{},{},{},{}",
-                csv_field(&s.problem),
-                csv_field(&p.policy),
+                crate::csv::field(&s.problem),
+                crate::csv::field(&p.policy),
                 c,
                 st.n,
                 st.median,
@@ -488,6 +488,37 @@ pub fn table(all: &[ProblemSummary]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn csv_labels_are_neutralized_like_the_study_export() {
+        let s = ProblemSummary {
+            problem: "=HYPERLINK(\"http://x\")".into(),
+            grid: vec![1.0],
+            reference: Reference::Optimum,
+            optimum_missed: 0,
+            instances: 1,
+            policies: vec![PolicySummary {
+                policy: "@cmd".into(),
+                stats: vec![stats(&[1.0])],
+                mean_evaluations: 1.0,
+                mean_seconds_per_step: 0.0,
+            }],
+            incomplete: 0,
+        };
+        let final_rows = final_csv(std::slice::from_ref(&s));
+        let row = final_rows.lines().nth(1).unwrap();
+        assert!(
+            row.starts_with("\"'=HYPERLINK(\"\"http://x\"\")\",'@cmd,1,"),
+            "{row}"
+        );
+        assert!(
+            problem_csv(&s)
+                .lines()
+                .nth(1)
+                .unwrap()
+                .starts_with("'@cmd,1,")
+        );
+    }
 
     #[test]
     fn statistics_match_hand_computed_values() {

@@ -16,6 +16,7 @@ pub mod chain;
 pub mod counterexamples;
 pub mod dp;
 pub mod pandora;
+mod sweep;
 
 pub use budget::{BudgetSolution, LAMBDA_MAX, LAMBDA_MIN, solve_budget};
 pub use chain::{

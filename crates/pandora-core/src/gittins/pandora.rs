@@ -387,18 +387,16 @@ impl Problem {
         let mut order: Vec<usize> = (0..self.boxes.len()).filter(|&i| indices[i] > y0).collect();
         order.sort_by(|&a, &b| indices[b].total_cmp(&indices[a]).then(a.cmp(&b)));
         // P(open k-th) = 1[y₀ < g_k] Πⱼ<k P(Xⱼ < g_k).
-        let mut open_probs = vec![0.0; self.boxes.len()];
-        let mut expected_cost = 0.0;
-        for (k, &i) in order.iter().enumerate() {
-            let g = indices[i];
-            let p: f64 = order[..k]
-                .iter()
-                .map(|&j| self.boxes[j].cdf(g, true))
-                .product();
-            open_probs[i] = p;
-            expected_cost += p * self.boxes[i].cost.mean();
-        }
-        let expected_utility = self.kappa_expectation(&indices, y0)?;
+        let supports = self.supports();
+        let open_probs = match &supports {
+            Some(s) => super::sweep::open_probs(s, &indices, &order),
+            None => self.open_probs_direct(&indices, &order),
+        };
+        let expected_cost = order
+            .iter()
+            .map(|&i| open_probs[i] * self.boxes[i].cost.mean())
+            .sum();
+        let expected_utility = self.kappa_expectation(&indices, y0, supports.as_deref())?;
         Ok(WeitzmanPolicy {
             indices,
             order,
@@ -409,8 +407,36 @@ impl Problem {
         })
     }
 
-    /// `E[max(y₀, maxᵢ min(Xᵢ, gᵢ))]`.
-    fn kappa_expectation(&self, g: &[f64], y0: f64) -> Result<f64> {
+    /// Every box's sorted support, if every reward is discrete (or a point mass): the near-linear
+    /// sweeps of [`super::sweep`] apply.
+    fn supports(&self) -> Option<Vec<super::sweep::Support>> {
+        self.boxes
+            .iter()
+            .map(|b| b.support().map(|(v, p)| super::sweep::Support::new(&v, &p)))
+            .collect()
+    }
+
+    /// `P(open order[k]) = Πⱼ<ₖ P(X_{order[j]} < g_{order[k]})` by box, evaluated directly:
+    /// `O(n²)` distribution evaluations (normal rewards; the reference of the sweep's tests).
+    fn open_probs_direct(&self, g: &[f64], order: &[usize]) -> Vec<f64> {
+        let mut out = vec![0.0; self.boxes.len()];
+        for (k, &i) in order.iter().enumerate() {
+            out[i] = order[..k]
+                .iter()
+                .map(|&j| self.boxes[j].cdf(g[i], true))
+                .product();
+        }
+        out
+    }
+
+    /// `E[max(y₀, maxᵢ min(Xᵢ, gᵢ))]`; with `supports` (all rewards discrete) by the sweep of
+    /// [`super::sweep::kappa_expectation`], otherwise by direct products.
+    fn kappa_expectation(
+        &self,
+        g: &[f64],
+        y0: f64,
+        supports: Option<&[super::sweep::Support]>,
+    ) -> Result<f64> {
         let u = g.iter().copied().fold(y0, f64::max);
         // G(t) = P(M ≤ t) for t < U.
         let cdf = |t: f64| -> f64 {
@@ -438,6 +464,9 @@ impl Problem {
             pts.retain(|&t| t >= y0 && t <= u);
             pts.sort_by(f64::total_cmp);
             pts.dedup();
+            if let Some(s) = supports {
+                return Ok(super::sweep::kappa_expectation(s, g, &pts, u));
+            }
             let mut prev = 0.0;
             let mut e = 0.0;
             for &t in &pts {
@@ -621,5 +650,78 @@ fn adaptive_gl(f: &dyn Fn(f64) -> f64, a: f64, b: f64, tol: f64, depth: u32) -> 
         halves
     } else {
         adaptive_gl(f, a, m, 0.5 * tol, depth + 1) + adaptive_gl(f, m, b, 0.5 * tol, depth + 1)
+    }
+}
+
+#[cfg(test)]
+mod sweep_tests {
+    use super::*;
+
+    /// A random discrete instance: `n` boxes of 1 to 4 values (some shared between boxes, some
+    /// ties with the fallback), fixed or random costs, with or without a fallback.
+    fn random_instance(rng: &mut Xoshiro256PlusPlus, n: usize) -> Problem {
+        let grid = |rng: &mut Xoshiro256PlusPlus| (rng.random_range(0..40) as f64) / 8.0 - 1.0;
+        let boxes = (0..n)
+            .map(|_| {
+                let m = rng.random_range(1..=4);
+                let values: Vec<f64> = (0..m)
+                    .map(|_| {
+                        if rng.random_bool(0.5) {
+                            grid(rng)
+                        } else {
+                            rng.random_range(-1.0..4.0)
+                        }
+                    })
+                    .collect();
+                let w: Vec<f64> = (0..m).map(|_| rng.random_range(0.05..1.0)).collect();
+                let total: f64 = w.iter().sum();
+                let probs = w.iter().map(|x| x / total).collect();
+                let cost = rng.random_range(0.0..0.5);
+                let cost = if rng.random_bool(0.3) {
+                    Cost::Discrete {
+                        values: vec![0.0, 2.0 * cost],
+                        probs: vec![0.5, 0.5],
+                    }
+                } else {
+                    Cost::Fixed(cost)
+                };
+                PandoraBox {
+                    reward: Reward::Discrete { values, probs },
+                    cost,
+                }
+            })
+            .collect();
+        let fallback = rng.random_bool(0.5).then(|| grid(rng));
+        Problem::new(boxes, fallback).unwrap()
+    }
+
+    fn close(a: f64, b: f64, what: &str) {
+        let scale = a.abs().max(b.abs()).max(f64::MIN_POSITIVE);
+        assert!(
+            (a - b).abs() <= 1e-12 * scale,
+            "{what}: sweep {a} vs direct {b}"
+        );
+    }
+
+    #[test]
+    fn sweeps_agree_with_the_direct_products_on_random_instances() {
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(21);
+        for case in 0..300 {
+            let n = [1, 2, 3, 5, 10, 40, 200][case % 7];
+            let p = random_instance(&mut rng, n);
+            let w = p.weitzman().unwrap();
+            let g = p.indices().unwrap();
+            let direct = p.open_probs_direct(&g, &w.order);
+            for (i, (a, b)) in w.open_probs.iter().zip(&direct).enumerate() {
+                close(*a, *b, &format!("case {case}: open_probs[{i}]"));
+            }
+            let y0 = p.fallback.unwrap_or(f64::NEG_INFINITY);
+            let e = p.kappa_expectation(&g, y0, None).unwrap();
+            close(
+                w.expected_utility,
+                e,
+                &format!("case {case}: expected utility"),
+            );
+        }
     }
 }

@@ -370,6 +370,11 @@ class Study:
         cost-varying variable subsets (``[cvs]``), ``random`` gives the realized values of the
         parameters the trial's control set left random (see :attr:`Trial.control_set`), and the
         cost defaults to the control set's. Returns the stored trial as a dict.
+
+        An outcome that arrives after the trial was abandoned (a ``pandora run`` found no
+        heartbeat for longer than its ``--abandon-after``) is recorded all the same, its cost
+        counting toward the budget, and a ``RuntimeWarning`` says so, with the spending against
+        the budget (which it may exceed).
         """
         number = trial.number if isinstance(trial, Trial) else trial
         if isinstance(number, bool) or not isinstance(number, (int, np.integer)) or number < 0:

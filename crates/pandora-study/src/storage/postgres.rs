@@ -59,11 +59,12 @@
 //!   COMMITTED` isolation) reads the trials with a snapshot taken after it got the lock: no two
 //!   workers receive the same trial number, and each decision sees every trial handed out
 //!   before, pending or not. An error (from `decide` or the database) rolls everything back.
-//! * [`Storage::tell`], [`Storage::heartbeat`] and [`Storage::abandon_stale`] are single
-//!   conditional `UPDATE` statements (`... WHERE state IN ('running', 'abandoned')`,
-//!   `... WHERE state = 'running'`), so row locks decide races: a trial is told at most once, and
-//!   a trial told while being abandoned ends up either complete/failed or abandoned-then-told,
-//!   never lost.
+//! * [`Storage::heartbeat`] and [`Storage::abandon_stale`] are single conditional `UPDATE`
+//!   statements (`... WHERE state = 'running'`); [`Storage::tell_outcome`] locks the trial's row
+//!   (`SELECT state ... FOR UPDATE`), refuses a complete or failed trial and updates a running or
+//!   abandoned one, in one transaction. Row locks decide races: a trial is told at most once, and
+//!   a trial told while being abandoned ends up either complete/failed or abandoned-then-told
+//!   (reported as late), never lost.
 //! * Each statement commits before the call returns. The connection runs with
 //!   `synchronous_commit` on (it is switched on for the session if the server has it off), so a
 //!   returned `tell` has been flushed to the server's write-ahead log.
@@ -81,7 +82,7 @@ use crate::error::{Error, Result};
 use crate::storage::{
     Decide, Storage, ValidOutcome, check_study_name, finite, redact_url, validate_outcome,
 };
-use crate::trial::{Ask, Decided, NewTrial, Outcome, Trial, TrialState};
+use crate::trial::{Ask, Decided, NewTrial, Outcome, Told, Trial, TrialState};
 
 /// The newest schema version this code knows (the number of migrations).
 pub const SCHEMA_VERSION: i64 = 1;
@@ -148,6 +149,7 @@ struct Statements {
     insert_trial: Statement,
     tell: Statement,
     trial_state: Statement,
+    lock_trial: Statement,
     study_trials: Statement,
     heartbeat: Statement,
     abandon: Statement,
@@ -185,6 +187,8 @@ impl Statements {
                  RETURNING {TRIAL_COLUMNS}"
             ))?,
             trial_state: c.prepare("SELECT state FROM trials WHERE study = $1 AND number = $2")?,
+            lock_trial: c
+                .prepare("SELECT state FROM trials WHERE study = $1 AND number = $2 FOR UPDATE")?,
             study_trials: c.prepare(&format!(
                 "SELECT {T_TRIAL_COLUMNS} FROM studies s LEFT JOIN trials t ON t.study = s.name \
                  WHERE s.name = $1 ORDER BY t.number"
@@ -706,7 +710,7 @@ impl Storage for PostgresStorage {
         })))
     }
 
-    fn tell(&mut self, study: &str, number: u64, outcome: &Outcome) -> Result<Trial> {
+    fn tell_outcome(&mut self, study: &str, number: u64, outcome: &Outcome) -> Result<Told> {
         let ValidOutcome {
             state,
             objective,
@@ -718,8 +722,23 @@ impl Storage for PostgresStorage {
         let n = to_sql_number(number)?;
         let error = error.map(pg_text);
         let error = error.as_deref();
-        // One statement, committed when it returns: only a running or abandoned trial changes.
-        let row = self.client.query_opt(
+        // One transaction: the trial's row is locked, its state read (a late outcome is told
+        // apart), and only a running or abandoned trial changes.
+        let mut tx = self.client.transaction()?;
+        let before: String = match tx.query_opt(&self.st.lock_trial, &[&study, &n])? {
+            None => {
+                drop(tx);
+                return Err(self.trial_not_found(study, number));
+            }
+            Some(row) => row.try_get(0)?,
+        };
+        if before != "running" && before != "abandoned" {
+            return Err(Error::invalid(
+                format!("trial {number} of study {study:?}"),
+                format!("already {before}, cannot be told again"),
+            ));
+        }
+        let row = tx.query_one(
             &self.st.tell,
             &[
                 &study,
@@ -732,19 +751,12 @@ impl Storage for PostgresStorage {
                 &point.as_ref().map(|p| p.1.as_str()),
             ],
         )?;
-        if let Some(row) = row {
-            return row_to_trial(&row);
-        }
-        match self.client.query_opt(&self.st.trial_state, &[&study, &n])? {
-            None => Err(self.trial_not_found(study, number)),
-            Some(row) => {
-                let done: String = row.try_get(0)?;
-                Err(Error::invalid(
-                    format!("trial {number} of study {study:?}"),
-                    format!("already {done}, cannot be told again"),
-                ))
-            }
-        }
+        let trial = row_to_trial(&row)?;
+        tx.commit()?;
+        Ok(Told {
+            trial,
+            late: before == "abandoned",
+        })
     }
 
     fn trials(&mut self, study: &str) -> Result<Vec<Trial>> {

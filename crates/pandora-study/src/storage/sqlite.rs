@@ -31,7 +31,8 @@
 //! # Late outcomes
 //!
 //! A trial marked abandoned by [`Storage::abandon_stale`] may still be told: the evaluation was
-//! paid for, so its outcome (and its cost) is recorded and the trial becomes complete or failed.
+//! paid for, so its outcome (and its cost) is recorded, the trial becomes complete or failed, and
+//! [`Storage::tell_outcome`] reports the outcome as late ([`Told::late`]).
 //! Telling a trial that is already complete or failed is an error that changes nothing.
 
 use std::time::Duration;
@@ -42,7 +43,7 @@ use crate::error::{Error, Result};
 use crate::storage::{
     Decide, Storage, ValidOutcome, check_study_name, finite, now, validate_outcome,
 };
-use crate::trial::{Ask, Decided, NewTrial, Outcome, Trial, TrialState};
+use crate::trial::{Ask, Decided, NewTrial, Outcome, Told, Trial, TrialState};
 
 /// The newest schema version this code knows (the number of migrations).
 pub const SCHEMA_VERSION: i64 = 1;
@@ -473,7 +474,7 @@ impl Storage for SqliteStorage {
         })))
     }
 
-    fn tell(&mut self, study: &str, number: u64, outcome: &Outcome) -> Result<Trial> {
+    fn tell_outcome(&mut self, study: &str, number: u64, outcome: &Outcome) -> Result<Told> {
         let ValidOutcome {
             state,
             objective,
@@ -527,15 +528,19 @@ impl Storage for SqliteStorage {
             None => (trial.params.clone(), trial.x.clone()),
         };
         tx.commit()?;
-        Ok(Trial {
-            state,
-            objective,
-            cost,
-            error: error.map(str::to_owned),
-            finished_at: Some(finished_at),
-            params,
-            x,
-            ..trial
+        let late = trial.state == TrialState::Abandoned;
+        Ok(Told {
+            trial: Trial {
+                state,
+                objective,
+                cost,
+                error: error.map(str::to_owned),
+                finished_at: Some(finished_at),
+                params,
+                x,
+                ..trial
+            },
+            late,
         })
     }
 
