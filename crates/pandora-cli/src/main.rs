@@ -149,6 +149,10 @@ enum Command {
         /// the input of `botorch_rs_scaling.py`).
         #[arg(long, value_name = "DIR")]
         write_data: Option<std::path::PathBuf>,
+        /// `bo_step_scaling`: the hyperparameter fit's L-BFGS-B `factr` instead of the default
+        /// 1e7 (to measure a looser fit; the study default is unchanged).
+        #[arg(long)]
+        fit_factr: Option<f64>,
     },
     /// Run a grid of problems × policies × seeds with resumable traces and regret summaries
     /// (`pandora experiment CONFIG.toml`, `pandora experiment summarize DIR`). See
@@ -254,6 +258,7 @@ fn main() {
             dims,
             sizes,
             write_data,
+            fit_factr,
         } => bench::main(
             filter.as_deref(),
             quick,
@@ -262,6 +267,7 @@ fn main() {
                 dims,
                 sizes,
                 write_data,
+                fit_factr,
             },
         ),
         Command::Experiment(args) => experiment::main(args),

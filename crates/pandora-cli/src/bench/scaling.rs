@@ -18,7 +18,7 @@ use anyhow::{Context, Result};
 use pandora_core::acquisition::{AcquisitionName, AcquisitionParams, OnModel, build_pointwise};
 use pandora_core::gp::fit::FitOptions;
 use pandora_core::gp::{GpModel, Transforms};
-use pandora_core::optim::multistart::{MultiStartOptions, Objective, maximize};
+use pandora_core::optim::multistart::{Objective, maximize};
 use pandora_core::optim::sobol::Sobol;
 use pandora_core::policy::{CostSetting, History, StepConfig, StepContext, propose};
 use rand::{RngExt, SeedableRng};
@@ -42,6 +42,9 @@ pub struct ScalingArgs {
     pub sizes: Vec<usize>,
     /// Write the data sets here (and still run the timings).
     pub write_data: Option<PathBuf>,
+    /// Replace the fit's L-BFGS-B relative-reduction tolerance `factr` (default 1e7, SciPy's):
+    /// measures what a looser hyperparameter fit would save and cost.
+    pub fit_factr: Option<f64>,
 }
 
 /// The data set of one grid cell, as the peer script reads it.
@@ -56,15 +59,21 @@ struct DataFile<'a> {
 struct Line<'a> {
     bench: &'a str,
     d: usize,
+    /// The fit's `factr` (1e7 unless `--fit-factr`).
+    fit_factr: f64,
     n: usize,
     acquisition: &'a str,
     raw_samples: usize,
     restarts: usize,
     step_ms: f64,
     step_min_ms: f64,
+    /// Median CPU time of a step (both cores: up to twice the wall time).
+    step_cpu_ms: f64,
     fit_ms: f64,
     screen_ms: f64,
     restarts_ms: f64,
+    /// Likelihood evaluations of the first seed's fit (all hyperparameter starts).
+    fit_evaluations: usize,
     /// Acquisition value reached by each seed's step (seeds 1, 2, …).
     values: Vec<f64>,
     /// The first seed's proposal.
@@ -103,15 +112,34 @@ fn write_data(dir: &Path, d: usize, x: &[f64], y: &[f64]) -> Result<()> {
     std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))
 }
 
-fn config(acquisition: AcquisitionName) -> StepConfig {
-    StepConfig {
+fn config(acquisition: AcquisitionName, fit_factr: Option<f64>) -> StepConfig {
+    let mut cfg = StepConfig {
         acquisition,
         ..StepConfig::default()
+    };
+    if let Some(f) = fit_factr {
+        cfg.fit.lbfgsb.factr = f;
     }
+    cfg
 }
 
 fn ms(t: Instant) -> f64 {
     t.elapsed().as_secs_f64() * 1e3
+}
+
+/// CPU time (user + system, all threads) of this process so far in ms: on a shared machine it
+/// moves far less with the other jobs than wall-clock time does. NaN where unavailable.
+fn cpu_ms() -> f64 {
+    #[cfg(unix)]
+    {
+        // SAFETY: getrusage only writes the struct it is given.
+        let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+        if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) } == 0 {
+            let t = |v: libc::timeval| v.tv_sec as f64 * 1e3 + v.tv_usec as f64 * 1e-3;
+            return t(u.ru_utime) + t(u.ru_stime);
+        }
+    }
+    f64::NAN
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -120,7 +148,13 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 /// The phases of one step with the step's own settings: (fit, screening, maximization) in ms.
-fn phases(d: usize, x: &[f64], y: &[f64], cfg: &StepConfig, seed: u64) -> Result<[f64; 3]> {
+fn phases(
+    d: usize,
+    x: &[f64],
+    y: &[f64],
+    cfg: &StepConfig,
+    seed: u64,
+) -> Result<([f64; 3], usize)> {
     let t = Instant::now();
     let transforms = Transforms {
         standardize_outcomes: cfg.standardize,
@@ -150,7 +184,8 @@ fn phases(d: usize, x: &[f64], y: &[f64], cfg: &StepConfig, seed: u64) -> Result
     let screen_ms = ms(t);
     let t = Instant::now();
     maximize(&obj, &cfg.multistart, seed)?;
-    Ok([fit_ms, screen_ms, ms(t)])
+    let evals = model.fit_summary().map_or(0, |f| f.evaluations);
+    Ok(([fit_ms, screen_ms, ms(t)], evals))
 }
 
 /// Runs the grid: per cell and acquisition, `reps` steps (seeds 1..=reps) timed whole, and the
@@ -176,9 +211,11 @@ pub fn run(args: &ScalingArgs, reps: usize, threads: usize) -> Result<()> {
                 ("logei", AcquisitionName::LogEi),
                 ("pbgi", AcquisitionName::Pbgi),
             ] {
-                let cfg = config(acq);
+                let cfg = config(acq, args.fit_factr);
                 let (mut steps, mut values, mut first_x) = (Vec::new(), Vec::new(), Vec::new());
+                let mut cpu = Vec::new();
                 let mut phase = [Vec::new(), Vec::new(), Vec::new()];
+                let mut fit_evaluations = 0;
                 for seed in 1..=reps.max(1) as u64 {
                     let h = History {
                         x: &x,
@@ -186,7 +223,7 @@ pub fn run(args: &ScalingArgs, reps: usize, threads: usize) -> Result<()> {
                         cost: &[],
                         pending: &[],
                     };
-                    let t = Instant::now();
+                    let (t, c) = (Instant::now(), cpu_ms());
                     let p = propose(
                         d,
                         h,
@@ -197,11 +234,15 @@ pub fn run(args: &ScalingArgs, reps: usize, threads: usize) -> Result<()> {
                         None,
                     )?;
                     steps.push(ms(t));
+                    cpu.push(cpu_ms() - c);
                     values.push(p.acquisition_value);
                     if first_x.is_empty() {
                         first_x = p.x;
                     }
-                    let [f, s, m] = phases(d, &x, &y, &cfg, seed)?;
+                    let ([f, s, m], evals) = phases(d, &x, &y, &cfg, seed)?;
+                    if fit_evaluations == 0 {
+                        fit_evaluations = evals;
+                    }
                     phase[0].push(f);
                     phase[1].push(s);
                     phase[2].push(m - s);
@@ -211,15 +252,18 @@ pub fn run(args: &ScalingArgs, reps: usize, threads: usize) -> Result<()> {
                 let line = Line {
                     bench: "bo_step_scaling",
                     d,
+                    fit_factr: cfg.fit.lbfgsb.factr,
                     n,
                     acquisition: name,
                     raw_samples: 200 * d,
                     restarts: 10 * d,
                     step_ms: median(steps),
                     step_min_ms: min,
+                    step_cpu_ms: median(cpu),
                     fit_ms: median(f),
                     screen_ms: median(s),
                     restarts_ms: median(r),
+                    fit_evaluations,
                     values,
                     x: first_x,
                     reps: reps.max(1),
