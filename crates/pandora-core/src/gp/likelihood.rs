@@ -167,22 +167,21 @@ fn weighted_squared_diff4(w: &[f64], x: [&[f64]; 4], q: [f64; 4]) -> [f64; 4] {
     let mut acc = [[0.0; 4]; 4];
     let n4 = len / 4 * 4;
     for i in (0..n4).step_by(4) {
-        for c in 0..4 {
+        for ((a, xc), qc) in acc.iter_mut().zip(&x).zip(&q) {
             for t in 0..4 {
-                let u = x[c][i + t] - q[c];
-                acc[c][t] += w[i + t] * u * u;
+                let u = xc[i + t] - qc;
+                a[t] += w[i + t] * u * u;
             }
         }
     }
     let mut out = [0.0; 4];
-    for c in 0..4 {
-        let a = acc[c];
+    for (((o, a), xc), qc) in out.iter_mut().zip(&acc).zip(&x).zip(&q) {
         let mut s = (a[0] + a[1]) + (a[2] + a[3]);
-        for i in n4..len {
-            let u = x[c][i] - q[c];
-            s += w[i] * u * u;
+        for (wi, xi) in w[n4..].iter().zip(&xc[n4..]) {
+            let u = xi - qc;
+            s += wi * u * u;
         }
-        out[c] = s;
+        *o = s;
     }
     out
 }
@@ -262,8 +261,8 @@ mod tests {
                 .collect();
             let q = [0.1, 1.7, 2.9, 0.4];
             let four = weighted_squared_diff4(&w, std::array::from_fn(|c| cols[c].as_slice()), q);
-            for c in 0..4 {
-                let one = weighted_squared_diff(&w, &cols[c], q[c]);
+            for (c, (col, qc)) in cols.iter().zip(q).enumerate() {
+                let one = weighted_squared_diff(&w, col, qc);
                 assert_eq!(four[c].to_bits(), one.to_bits(), "len {len} column {c}");
             }
         }

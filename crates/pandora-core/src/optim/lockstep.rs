@@ -212,22 +212,23 @@ pub(crate) fn maximize_lockstep(
                     )?;
                     Ok((x, -r.f, r.evaluations))
                 };
-                std::thread::Builder::new()
+                let handle = std::thread::Builder::new()
                     .stack_size(RUN_STACK)
-                    .spawn_scoped(s, run)
+                    .spawn_scoped(s, run);
+                if handle.is_err() {
+                    // The run never starts: it must not hold up the rounds of the others.
+                    shared.finish();
+                }
+                handle
             })
             .collect();
         handles
             .into_iter()
             .map(|h| match h {
                 Ok(h) => h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
-                Err(e) => {
-                    // The run never started: it must not hold up the round.
-                    shared.finish();
-                    Err(crate::error::Error::Numerical(format!(
-                        "could not start a restart thread: {e}"
-                    )))
-                }
+                Err(e) => Err(crate::error::Error::Numerical(format!(
+                    "could not start a restart thread: {e}"
+                ))),
             })
             .collect()
     })
