@@ -250,8 +250,8 @@ pub fn main(filter: Option<&str>, quick: bool, reps: usize, scaling: &ScalingArg
         }
     }
     lookahead(&want, quick, reps, threads)?;
-    // Minutes at full size: only when the filter names it.
-    if filter.is_some_and(|f| "bo_step_scaling".contains(f) && f.len() >= "bo_step_s".len()) {
+    // Minutes at full size: only when the filter asks for it (`bo_step_scaling`, `scaling`).
+    if filter.is_some_and(|f| f.contains("scaling")) {
         let args = if quick {
             ScalingArgs {
                 dims: vec![8],
