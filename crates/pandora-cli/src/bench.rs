@@ -1,7 +1,8 @@
 //! `pandora bench`: wall-clock medians of the numerical core on fixed, seeded workloads, printed as
 //! JSON lines. The workloads mirror `bench/peer/` (d = 8, Matérn-5/2 ARD): posterior and
 //! LogEI at 1600 points, the log marginal likelihood with its gradient, a full MAP fit, and a
-//! multi-start LogEI maximization.
+//! multi-start LogEI maximization; `bo_step_scaling` ([`scaling`]) times whole BO steps at
+//! d ∈ {8, 16} and n up to 2000.
 
 use anyhow::Result;
 use pandora_core::acquisition::{LinearMeanCost, LogExpectedImprovement, OnModel, Pbgi};
@@ -13,6 +14,9 @@ use rand::{RngExt, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use serde_json::json;
 use std::time::Instant;
+
+mod scaling;
+pub use scaling::ScalingArgs;
 
 const D: usize = 8;
 
@@ -99,7 +103,7 @@ fn emit(v: serde_json::Value) {
 }
 
 /// Runs the benchmarks.
-pub fn main(filter: Option<&str>, quick: bool, reps: usize) -> Result<()> {
+pub fn main(filter: Option<&str>, quick: bool, reps: usize, scaling: &ScalingArgs) -> Result<()> {
     let want = |name: &str| filter.is_none_or(|f| name.contains(f));
     let sizes: &[usize] = if quick { &[50] } else { &[50, 200, 1000] };
     let reps = if quick { 1 } else { reps.max(1) };
@@ -245,6 +249,19 @@ pub fn main(filter: Option<&str>, quick: bool, reps: usize) -> Result<()> {
         }
     }
     lookahead(&want, quick, reps, threads)?;
+    // Minutes at full size: only when the filter asks for it (`bo_step_scaling`, `scaling`).
+    if filter.is_some_and(|f| f.contains("scaling")) {
+        let args = if quick {
+            ScalingArgs {
+                dims: vec![8],
+                sizes: vec![100],
+                ..scaling.clone()
+            }
+        } else {
+            scaling.clone()
+        };
+        scaling::run(&args, if quick { 1 } else { reps.min(3) }, threads)?;
+    }
     Ok(())
 }
 

@@ -158,6 +158,22 @@ enum Command {
         /// Minimum number of timed repetitions per workload.
         #[arg(long, default_value_t = 7)]
         reps: usize,
+        /// `bo_step_scaling` (run only when `--filter` selects it): the dimensions, e.g. `16`
+        /// (default 8,16).
+        #[arg(long, value_delimiter = ',')]
+        dims: Vec<usize>,
+        /// `bo_step_scaling`: the numbers of observations, e.g. `300,600` (default
+        /// 100,300,600,1000,2000).
+        #[arg(long, value_delimiter = ',')]
+        sizes: Vec<usize>,
+        /// `bo_step_scaling`: also write each data set to DIR as JSON (`{"x": [[...]], "y": [...]}`,
+        /// the input of `botorch_rs_scaling.py`).
+        #[arg(long, value_name = "DIR")]
+        write_data: Option<std::path::PathBuf>,
+        /// `bo_step_scaling`: the hyperparameter fit's L-BFGS-B `factr` instead of the default
+        /// 1e7 (to measure a looser fit; the study default is unchanged).
+        #[arg(long)]
+        fit_factr: Option<f64>,
     },
     /// Run a grid of problems × policies × seeds with resumable traces and regret summaries
     /// (`pandora experiment CONFIG.toml`, `pandora experiment summarize DIR`). See
@@ -272,7 +288,21 @@ fn main() {
             filter,
             quick,
             reps,
-        } => bench::main(filter.as_deref(), quick, reps),
+            dims,
+            sizes,
+            write_data,
+            fit_factr,
+        } => bench::main(
+            filter.as_deref(),
+            quick,
+            reps,
+            &bench::ScalingArgs {
+                dims,
+                sizes,
+                write_data,
+                fit_factr,
+            },
+        ),
         Command::Experiment(args) => experiment::main(args),
         Command::Cvs(args) => cvs_cmd::main(args),
     };

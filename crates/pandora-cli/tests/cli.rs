@@ -161,6 +161,53 @@ fn bench_quick_prints_json_lines() {
     }
 }
 
+/// The scaling workload's smoke size (d = 8, n = 100, one seed): one line per acquisition with
+/// the phase times and the value reached, and the data set written in the peer script's format.
+#[test]
+fn bench_scaling_writes_the_peer_data_and_reports_phases() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = pandora()
+        .args([
+            "bench",
+            "--quick",
+            "--filter",
+            "bo_step_scaling",
+            "--write-data",
+        ])
+        .arg(dir.path())
+        .output()
+        .expect("run bench");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON line"))
+        .collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    for (l, acq) in lines.iter().zip(["logei", "pbgi"]) {
+        assert_eq!(l["bench"], "bo_step_scaling");
+        assert_eq!(l["acquisition"], acq);
+        assert_eq!((l["d"].as_u64(), l["n"].as_u64()), (Some(8), Some(100)));
+        for k in ["step_ms", "fit_ms", "screen_ms", "restarts_ms"] {
+            assert!(l[k].as_f64().unwrap() >= 0.0, "{k}");
+        }
+        assert!(l["values"][0].as_f64().unwrap().is_finite());
+        assert_eq!(l["x"].as_array().unwrap().len(), 8);
+    }
+    let data: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("ackley_d08_n0100.json")).unwrap(),
+    )
+    .unwrap();
+    let x = data["x"].as_array().unwrap();
+    assert_eq!(x.len(), 100);
+    assert!(x.iter().all(|r| r.as_array().unwrap().len() == 8));
+    assert_eq!(data["y"].as_array().unwrap().len(), 100);
+}
+
 #[test]
 fn eval_computes_every_named_acquisition_with_costs() {
     let req = r#"{"train_x": [[0.1, 0.2], [0.4, 0.9], [0.8, 0.3], [0.55, 0.55]],

@@ -249,16 +249,27 @@ impl Cholesky {
     /// The full symmetric inverse `(L Lᵀ)⁻¹`.
     pub fn inverse(&self) -> Mat<f64> {
         let n = self.n();
-        let mut out = Mat::zeros(n, n);
-        let req = llt::inverse::inverse_scratch::<f64>(n, Par::Seq);
-        let mut buf = MemBuffer::new(req);
-        let stack = MemStack::new(&mut buf);
-        llt::inverse::inverse(out.as_mut(), self.l.as_ref(), Par::Seq, stack);
+        let mut out = self.inverse_lower();
         for j in 1..n {
             for i in 0..j {
                 out[(i, j)] = out[(j, i)];
             }
         }
+        out
+    }
+}
+
+impl Cholesky {
+    /// The lower triangle (with the diagonal) of `(L Lᵀ)⁻¹`; the strict upper triangle is
+    /// unspecified. For callers that read one triangle only (the likelihood gradient): the
+    /// `O(n²)` strided copy of [`Cholesky::inverse`] is skipped.
+    pub fn inverse_lower(&self) -> Mat<f64> {
+        let n = self.n();
+        let mut out = Mat::zeros(n, n);
+        let req = llt::inverse::inverse_scratch::<f64>(n, Par::Seq);
+        let mut buf = MemBuffer::new(req);
+        let stack = MemStack::new(&mut buf);
+        llt::inverse::inverse(out.as_mut(), self.l.as_ref(), Par::Seq, stack);
         out
     }
 }

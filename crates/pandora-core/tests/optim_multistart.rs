@@ -504,3 +504,78 @@ fn invalid_options_are_errors() {
     assert!(maximize(&Zero, &MultiStartOptions::default(), 0).is_err());
     assert!(maximize_discrete(&Zero, &[]).is_err());
 }
+
+/// `Bumps` that asks for lockstep restarts and counts its block evaluations.
+struct BlockBumps {
+    inner: Bumps,
+    blocks: AtomicUsize,
+    points: AtomicUsize,
+}
+
+impl Objective for BlockBumps {
+    fn dim(&self) -> usize {
+        2
+    }
+    fn value_grad(&self, x: &[f64], g: &mut [f64]) -> f64 {
+        self.inner.value_grad(x, g)
+    }
+    fn value_grads(&self, xs: &[f64], out: &mut [f64], grads: &mut [f64]) {
+        self.blocks.fetch_add(1, Ordering::Relaxed);
+        self.points.fetch_add(out.len(), Ordering::Relaxed);
+        for ((x, o), g) in xs
+            .chunks_exact(2)
+            .zip(out.iter_mut())
+            .zip(grads.chunks_exact_mut(2))
+        {
+            *o = self.inner.value_grad(x, g);
+        }
+    }
+    fn prefers_blocks(&self) -> bool {
+        true
+    }
+}
+
+fn result_bits(r: &pandora_core::optim::MultiStartResult) -> Vec<u64> {
+    let mut v: Vec<u64> = r.x.iter().map(|x| x.to_bits()).collect();
+    v.push(r.value.to_bits());
+    for (x, val) in &r.restarts {
+        v.extend(x.iter().map(|x| x.to_bits()));
+        v.push(val.to_bits());
+    }
+    v.push(r.evaluations as u64);
+    v
+}
+
+/// Restarts in lockstep receive exactly the values a one-at-a-time run receives, so with a
+/// pointwise block evaluation the result is the same bit for bit, in start order, whatever the
+/// number of threads; and the restarts were evaluated as blocks (far fewer calls than points).
+#[test]
+fn lockstep_restarts_equal_one_at_a_time_restarts() {
+    let opts = MultiStartOptions {
+        extra_starts: vec![vec![0.1, 0.9], vec![2.0, -1.0]],
+        ..Default::default()
+    };
+    for seed in [0, 7, 123_456_789] {
+        let plain = maximize(&Bumps::new(), &opts, seed).unwrap();
+        for threads in [1, 2] {
+            let b = BlockBumps {
+                inner: Bumps::new(),
+                blocks: AtomicUsize::new(0),
+                points: AtomicUsize::new(0),
+            };
+            let r = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap()
+                .install(|| maximize(&b, &opts, seed).unwrap());
+            assert_eq!(result_bits(&plain), result_bits(&r), "seed {seed}");
+            let (blocks, points) = (b.blocks.into_inner(), b.points.into_inner());
+            assert_eq!(
+                points + 400,
+                r.evaluations,
+                "every L-BFGS-B evaluation went through a block"
+            );
+            assert!(blocks * 4 < points, "{blocks} blocks for {points} points");
+        }
+    }
+}

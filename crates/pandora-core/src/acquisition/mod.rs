@@ -183,6 +183,23 @@ impl<P: Posterior, A: PointwiseAcquisition> Objective for OnModel<'_, P, A> {
             Err(_) => out.fill(f64::NAN),
         }
     }
+
+    fn value_grads(&self, xs: &[f64], out: &mut [f64], grads: &mut [f64]) {
+        match self.evaluate(xs, true) {
+            Ok((v, g)) => {
+                out.copy_from_slice(&v);
+                grads.copy_from_slice(&g);
+            }
+            Err(_) => {
+                out.fill(f64::NAN);
+                grads.fill(0.0);
+            }
+        }
+    }
+
+    fn prefers_blocks(&self) -> bool {
+        self.model.prefers_blocks()
+    }
 }
 
 #[cfg(test)]

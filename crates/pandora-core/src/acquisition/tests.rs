@@ -287,3 +287,137 @@ fn figure_8_ei_and_large_lambda_exploit_small_lambda_explores() {
     assert!((x_small - x_ei).abs() > 0.2, "small-λ PBGI chose {x_small}");
     assert!(mu_small < mu_ei && s_small > s_ei);
 }
+
+/// An exact GP with `n` uniform random training points in `d` dimensions (Matérn-5/2).
+fn random_gp(n: usize, d: usize) -> ExactGp {
+    use rand::{RngExt, SeedableRng};
+    let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(5);
+    let x: Vec<f64> = (0..n * d).map(|_| rng.random::<f64>()).collect();
+    let y = x
+        .chunks_exact(d)
+        .map(|r| r.iter().map(|v| (4.0 * v).sin()).sum::<f64>())
+        .collect();
+    let params = GpParams {
+        kernel: Kernel::new(KernelKind::Matern52, vec![0.4; d], 1.5).unwrap(),
+        mean: 0.0,
+        noise: 1e-4,
+    };
+    ExactGp::new(x, y, params).unwrap()
+}
+
+/// An objective that hides `prefers_blocks` and `value_grads`: the one-point-at-a-time path.
+struct OneAtATime<'a>(&'a dyn crate::optim::Objective);
+
+impl crate::optim::Objective for OneAtATime<'_> {
+    fn dim(&self) -> usize {
+        self.0.dim()
+    }
+    fn value_grad(&self, x: &[f64], g: &mut [f64]) -> f64 {
+        self.0.value_grad(x, g)
+    }
+    fn values(&self, xs: &[f64], out: &mut [f64]) {
+        self.0.values(xs, out)
+    }
+}
+
+/// Block evaluation (the lockstep restarts' path) equals the one-point evaluation up to
+/// rounding, and its gradients match finite differences, for every acquisition and cost model.
+#[test]
+fn block_value_grads_equal_pointwise_and_finite_differences() {
+    use crate::optim::Objective;
+    let d = 3;
+    let gp = random_gp(crate::gp::model::BLOCKS_FROM_N, d);
+    assert!(crate::gp::Posterior::prefers_blocks(&gp));
+    assert!(!crate::gp::Posterior::prefers_blocks(&toy_gp(0.0, d)));
+    let linear = LinearMeanCost {
+        offset: 1.0,
+        slope: 20.0,
+    };
+    let cost_gp = toy_gp(0.3, d);
+    let unknown = UnknownCost(&cost_gp);
+    let costs: [(&str, &dyn CostModel); 3] = [
+        ("uniform", &UniformCost),
+        ("linear", &linear),
+        ("unknown", &unknown),
+    ];
+    let m = 37;
+    let xs: Vec<f64> = (0..m * d)
+        .map(|i| ((i as f64 + 0.5) * 0.754_877_666).fract())
+        .collect();
+    for (cname, cost) in costs {
+        for (aname, acq) in all_acquisitions() {
+            let obj = OnModel::with_cost(&gp, acq, cost);
+            assert!(obj.prefers_blocks());
+            let mut vals = vec![0.0; m];
+            let mut grads = vec![0.0; m * d];
+            obj.value_grads(&xs, &mut vals, &mut grads);
+            for j in 0..m {
+                let x = &xs[j * d..(j + 1) * d];
+                let mut g = vec![0.0; d];
+                let v = obj.value_grad(x, &mut g);
+                let tol = |a: f64| 1e-9 * (1.0 + a.abs());
+                assert!(
+                    (v - vals[j]).abs() < tol(v),
+                    "{aname}/{cname} point {j}: {v} vs {}",
+                    vals[j]
+                );
+                for k in 0..d {
+                    let gb = grads[j * d + k];
+                    assert!(
+                        (g[k] - gb).abs() < tol(g[k]),
+                        "{aname}/{cname} grad {j},{k}"
+                    );
+                }
+            }
+            // Finite differences of the block values at the first point.
+            for k in 0..d {
+                let h = 1e-6;
+                let (mut p, mut q) = (xs[..d].to_vec(), xs[..d].to_vec());
+                p[k] += h;
+                q[k] -= h;
+                let mut two = p.clone();
+                two.extend_from_slice(&q);
+                let mut v2 = [0.0; 2];
+                let mut g2 = vec![0.0; 2 * d];
+                obj.value_grads(&two, &mut v2, &mut g2);
+                let fd = (v2[0] - v2[1]) / (2.0 * h);
+                assert!(
+                    (fd - grads[k]).abs() < 1e-5 * (1.0 + fd.abs()),
+                    "{aname}/{cname} dim {k}: fd {fd} vs {}",
+                    grads[k]
+                );
+            }
+        }
+    }
+}
+
+/// The lockstep maximization reaches the value of the one-at-a-time maximization (the runs see
+/// the same values up to rounding) and is deterministic.
+#[test]
+fn lockstep_maximization_matches_one_at_a_time() {
+    use crate::optim::{MultiStartOptions, maximize};
+    let d = 4;
+    let gp = random_gp(300, d);
+    let best = gp
+        .train_y()
+        .iter()
+        .copied()
+        .fold(f64::NEG_INFINITY, f64::max);
+    let opts = MultiStartOptions::default();
+    for (name, acq) in [
+        (
+            "log_ei",
+            Box::new(LogExpectedImprovement { best_f: best }) as Box<dyn PointwiseAcquisition>,
+        ),
+        ("pbgi", Box::new(Pbgi { lambda: 1e-3 })),
+    ] {
+        let obj = OnModel::new(&gp, acq);
+        let block = maximize(&obj, &opts, 3).unwrap();
+        let again = maximize(&obj, &opts, 3).unwrap();
+        let plain = maximize(&OneAtATime(&obj), &opts, 3).unwrap();
+        assert_eq!(block, again, "{name}: lockstep is deterministic");
+        assert_eq!(block.restarts.len(), plain.restarts.len());
+        let rel = (block.value - plain.value).abs() / plain.value.abs().max(1e-12);
+        assert!(rel < 1e-6, "{name}: {} vs {}", block.value, plain.value);
+    }
+}

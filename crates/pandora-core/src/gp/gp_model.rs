@@ -327,6 +327,9 @@ impl Posterior for GpModel {
     fn posterior(&self, xs: &[f64], grad: bool) -> Result<PosteriorBatch> {
         GpModel::posterior(self, xs, grad)
     }
+    fn prefers_blocks(&self) -> bool {
+        self.gp.prefers_blocks()
+    }
 }
 
 #[cfg(test)]

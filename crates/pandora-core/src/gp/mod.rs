@@ -24,6 +24,12 @@ pub trait Posterior: Sync {
     fn dim(&self) -> usize;
     /// Posterior at the rows of `xs` (row-major `m × d`), with gradients if `grad`.
     fn posterior(&self, xs: &[f64], grad: bool) -> Result<PosteriorBatch>;
+    /// Whether a block of points costs much less than its points one at a time (an exact GP
+    /// with many training points: its per-point work is matrix–vector products with the `n × n`
+    /// factor, which a block turns into matrix–matrix products). Default `false`.
+    fn prefers_blocks(&self) -> bool {
+        false
+    }
 }
 
 impl Posterior for ExactGp {
@@ -32,5 +38,8 @@ impl Posterior for ExactGp {
     }
     fn posterior(&self, xs: &[f64], grad: bool) -> Result<PosteriorBatch> {
         ExactGp::posterior(self, xs, grad)
+    }
+    fn prefers_blocks(&self) -> bool {
+        self.n() >= model::BLOCKS_FROM_N
     }
 }

@@ -126,6 +126,11 @@ impl Workspace {
     }
 }
 
+/// From this many training points on, [`Posterior::prefers_blocks`](crate::gp::Posterior) is
+/// true: a point's `O(n²)` matrix–vector products stream the factor from memory, and evaluating
+/// restarts as blocks (matrix–matrix products) pays for the lockstep's synchronization.
+pub const BLOCKS_FROM_N: usize = 256;
+
 /// Batches up to this size use direct triangular matrix-vector products (faer's triangular
 /// matrix product copies the triangle first, which dominates for a single point).
 const SMALL_BATCH: usize = 4;
@@ -300,7 +305,7 @@ impl ExactGp {
         if !params.mean.is_finite() {
             return Err(Error::invalid("mean", "must be finite"));
         }
-        let k = kernel_matrix(&params.kernel, &x, params.noise);
+        let k = kernel_matrix_lower(&params.kernel, &x, params.noise, false).0;
         let chol = Cholesky::factor(k.as_ref(), policy)?;
         let r: Vec<f64> = y.iter().map(|v| v - params.mean).collect();
         let alpha = chol.solve_vec(&r);
@@ -766,6 +771,25 @@ pub fn kernel_matrix_and_derivative(
     noise: f64,
     derivative: bool,
 ) -> (Mat<f64>, Mat<f64>) {
+    let (mut k, g) = kernel_matrix_lower(kernel, x, noise, derivative);
+    let n = k.nrows();
+    for j in 0..n {
+        for i in (j + 1)..n {
+            k[(j, i)] = k[(i, j)];
+        }
+    }
+    (k, g)
+}
+
+/// As [`kernel_matrix_and_derivative`], but only the lower triangle and the diagonal of the
+/// kernel matrix are filled (the strict upper triangle is zero): what a Cholesky factorization
+/// and the likelihood gradient read.
+pub(crate) fn kernel_matrix_lower(
+    kernel: &Kernel,
+    x: &[f64],
+    noise: f64,
+    derivative: bool,
+) -> (Mat<f64>, Mat<f64>) {
     let d = kernel.dim();
     let n = x.len() / d;
     let s2 = kernel.outputscale;
@@ -794,11 +818,6 @@ pub fn kernel_matrix_and_derivative(
             eval_r2_slice(kernel.kind, s2, r, kcol, &mut []);
         }
         k[(j, j)] = s2 + noise;
-    }
-    for j in 0..n {
-        for i in (j + 1)..n {
-            k[(j, i)] = k[(i, j)];
-        }
     }
     (k, g)
 }

@@ -4,11 +4,13 @@
 //!   workspace.
 //! - [`sobol`]: Owen-scrambled Sobol points in `[0,1)^d` (`f64`, up to 1024 dimensions).
 //! - [`multistart`]: BoTorch-style multi-start maximization of an [`Objective`] on a box, with
-//!   deterministic parallel restarts.
+//!   deterministic parallel restarts; `lockstep` runs the restarts of objectives that evaluate
+//!   blocks faster than points ([`Objective::prefers_blocks`]) as one block per round.
 //! - [`mixed`]: the valid points of a cube with one-hot blocks and discrete coordinates
 //!   ([`MixedSpace`]) and maximization over them only ([`maximize_mixed`]).
 
 pub mod lbfgsb;
+mod lockstep;
 pub mod mixed;
 pub mod multistart;
 pub mod sobol;

@@ -15,6 +15,7 @@
 use rayon::prelude::*;
 
 use super::lbfgsb::{LbfgsbOptions, LbfgsbWorkspace, minimize_with_workspace};
+use super::lockstep::maximize_lockstep;
 use super::sobol::Sobol;
 use crate::error::{Error, Result};
 
@@ -43,6 +44,31 @@ pub trait Objective: Sync {
         for (x, o) in xs.chunks_exact(d).zip(out.iter_mut()) {
             *o = self.value_grad(x, &mut g);
         }
+    }
+
+    /// Values and gradients at many points: `xs` row-major `m × dim`, `out` of length `m`,
+    /// `grads` row-major `m × dim`. The default loops over [`Objective::value_grad`]; objectives
+    /// whose per-point cost is dominated by work a block shares (a GP posterior with many
+    /// training points) override it together with [`Objective::prefers_blocks`].
+    fn value_grads(&self, xs: &[f64], out: &mut [f64], grads: &mut [f64]) {
+        let d = self.dim();
+        if d == 0 {
+            return;
+        }
+        for ((x, o), g) in xs
+            .chunks_exact(d)
+            .zip(out.iter_mut())
+            .zip(grads.chunks_exact_mut(d))
+        {
+            *o = self.value_grad(x, g);
+        }
+    }
+
+    /// Whether [`Objective::value_grads`] on a block is much cheaper than its points one at a
+    /// time: [`maximize`] then runs the L-BFGS-B restarts in lockstep and evaluates each round as
+    /// one block (see `optim::lockstep`). Default `false`.
+    fn prefers_blocks(&self) -> bool {
+        false
     }
 }
 
@@ -236,7 +262,12 @@ pub fn maximize(
         );
     }
 
-    // 3. Parallel L-BFGS-B from every start; results collected in start order.
+    // 3. Parallel L-BFGS-B from every start; results collected in start order. Objectives that
+    // evaluate blocks much faster than points run the starts in lockstep, one block per round.
+    if obj.prefers_blocks() && starts.len() > 1 {
+        let runs = maximize_lockstep(obj, starts, &lower, &upper, &opts.lbfgsb);
+        return reduce(&xs, &vals, d, raw, runs);
+    }
     let runs: Vec<Result<(Vec<f64>, f64, usize)>> = starts
         .into_par_iter()
         .map(|mut x| {

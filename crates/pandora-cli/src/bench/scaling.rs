@@ -1,0 +1,277 @@
+//! The `bo_step_scaling` workload: one BO step exactly as a study takes it ([`propose`]: MAP fit
+//! of the papers' model on standardized outcomes, then the multi-start maximization with 200·d
+//! raw samples and 10·d L-BFGS-B restarts), for LogEI and PBGI (λ = 1e-3, uniform cost), on
+//! negated Ackley at uniform random points, over a grid of dimensions and sizes.
+//!
+//! Besides the whole step, the three phases are timed on their own with the step's settings: the
+//! fit ([`GpModel::fit`]), the raw-sample screening (the acquisition's batched `values` at the
+//! 200·d scrambled Sobol points, in the optimizer's chunks) and the whole maximization
+//! ([`maximize`]); the restart phase is the maximization minus the screening. The acquisition
+//! value each step reached is printed per seed, so that a change of the numerical core can be
+//! checked for equal quality on the same data and seeds.
+//!
+//! `--write-data DIR` writes every data set as `{"x": [[...]], "y": [...]}`
+//! (`ackley_d16_n0600.json`), the format of `botorch_rs_scaling.py`, so the peer can be timed on
+//! exactly the same points.
+
+use anyhow::{Context, Result};
+use pandora_core::acquisition::{AcquisitionName, AcquisitionParams, OnModel, build_pointwise};
+use pandora_core::gp::fit::FitOptions;
+use pandora_core::gp::{GpModel, Transforms};
+use pandora_core::optim::multistart::{Objective, maximize};
+use pandora_core::optim::sobol::Sobol;
+use pandora_core::policy::{CostSetting, History, StepConfig, StepContext, propose};
+use rand::{RngExt, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
+use rayon::prelude::*;
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// The default grid.
+pub const DIMS: [usize; 2] = [8, 16];
+/// The default sizes.
+pub const SIZES: [usize; 5] = [100, 300, 600, 1000, 2000];
+
+/// Which part of the grid to run and where to write the data.
+#[derive(Debug, Clone, Default)]
+pub struct ScalingArgs {
+    /// Dimensions (default [`DIMS`]).
+    pub dims: Vec<usize>,
+    /// Sizes (default [`SIZES`]).
+    pub sizes: Vec<usize>,
+    /// Write the data sets here (and still run the timings).
+    pub write_data: Option<PathBuf>,
+    /// Replace the fit's L-BFGS-B relative-reduction tolerance `factr` (default 1e7, SciPy's):
+    /// measures what a looser hyperparameter fit would save and cost.
+    pub fit_factr: Option<f64>,
+}
+
+/// The data set of one grid cell, as the peer script reads it.
+#[derive(Serialize)]
+struct DataFile<'a> {
+    x: Vec<&'a [f64]>,
+    y: &'a [f64],
+}
+
+/// One printed measurement.
+#[derive(Serialize)]
+struct Line<'a> {
+    bench: &'a str,
+    d: usize,
+    /// The fit's `factr` (1e7 unless `--fit-factr`).
+    fit_factr: f64,
+    n: usize,
+    acquisition: &'a str,
+    raw_samples: usize,
+    restarts: usize,
+    step_ms: f64,
+    step_min_ms: f64,
+    /// Median CPU time of a step (both cores: up to twice the wall time).
+    step_cpu_ms: f64,
+    fit_ms: f64,
+    screen_ms: f64,
+    restarts_ms: f64,
+    /// Likelihood evaluations of the first seed's fit (all hyperparameter starts).
+    fit_evaluations: usize,
+    /// Acquisition value reached by each seed's step (seeds 1, 2, …).
+    values: Vec<f64>,
+    /// The first seed's proposal.
+    x: Vec<f64>,
+    reps: usize,
+    threads: usize,
+}
+
+/// Negated Ackley on `[−2, 2]^d` (through `x ↦ 4x − 2`) at `n` uniform random points.
+pub fn ackley_data(n: usize, d: usize, seed: u64) -> (Vec<f64>, Vec<f64>) {
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+    let x: Vec<f64> = (0..n * d).map(|_| rng.random::<f64>()).collect();
+    let y = x
+        .chunks_exact(d)
+        .map(|r| {
+            let s1 = r.iter().map(|v| (4.0 * v - 2.0).powi(2)).sum::<f64>() / d as f64;
+            let s2 = r
+                .iter()
+                .map(|v| (2.0 * std::f64::consts::PI * (4.0 * v - 2.0)).cos())
+                .sum::<f64>()
+                / d as f64;
+            20.0 * (-0.2 * s1.sqrt()).exp() + s2.exp() - 20.0 - std::f64::consts::E
+        })
+        .collect();
+    (x, y)
+}
+
+fn write_data(dir: &Path, d: usize, x: &[f64], y: &[f64]) -> Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("--write-data {}", dir.display()))?;
+    let path = dir.join(format!("ackley_d{d:02}_n{:04}.json", y.len()));
+    let file = DataFile {
+        x: x.chunks_exact(d).collect(),
+        y,
+    };
+    let text = serde_json::to_string(&file)?;
+    std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))
+}
+
+fn config(acquisition: AcquisitionName, fit_factr: Option<f64>) -> StepConfig {
+    let mut cfg = StepConfig {
+        acquisition,
+        ..StepConfig::default()
+    };
+    if let Some(f) = fit_factr {
+        cfg.fit.lbfgsb.factr = f;
+    }
+    cfg
+}
+
+fn ms(t: Instant) -> f64 {
+    t.elapsed().as_secs_f64() * 1e3
+}
+
+/// CPU time (user + system, all threads) of this process so far in ms: on a shared machine it
+/// moves far less with the other jobs than wall-clock time does. NaN where unavailable.
+fn cpu_ms() -> f64 {
+    #[cfg(unix)]
+    {
+        // SAFETY: getrusage only writes the struct it is given.
+        let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+        if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) } == 0 {
+            let t = |v: libc::timeval| v.tv_sec as f64 * 1e3 + v.tv_usec as f64 * 1e-3;
+            return t(u.ru_utime) + t(u.ru_stime);
+        }
+    }
+    f64::NAN
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// The phases of one step with the step's own settings: (fit, screening, maximization) in ms.
+fn phases(
+    d: usize,
+    x: &[f64],
+    y: &[f64],
+    cfg: &StepConfig,
+    seed: u64,
+) -> Result<([f64; 3], usize)> {
+    let t = Instant::now();
+    let transforms = Transforms {
+        standardize_outcomes: cfg.standardize,
+        ..Transforms::default()
+    };
+    let fit_opts = FitOptions {
+        seed,
+        ..cfg.fit.clone()
+    };
+    let model = GpModel::fit(x, y, d, &transforms, &fit_opts, None)?;
+    let fit_ms = ms(t);
+    let params = AcquisitionParams {
+        best_f: Some(y.iter().copied().fold(f64::NEG_INFINITY, f64::max)),
+        t: Some(1.0),
+        ..cfg.params
+    };
+    let acq = build_pointwise(cfg.acquisition, &params, d)?;
+    let obj = OnModel::new(&model, acq);
+    let raw = cfg.multistart.raw_samples.unwrap_or(200 * d);
+    let pts = Sobol::scrambled(d, seed)?.points(raw)?;
+    let t = Instant::now();
+    let mut vals = vec![0.0; raw];
+    vals.par_chunks_mut(128)
+        .zip(pts.par_chunks(128 * d))
+        .for_each(|(o, p)| obj.values(p, o));
+    std::hint::black_box(&vals);
+    let screen_ms = ms(t);
+    let t = Instant::now();
+    maximize(&obj, &cfg.multistart, seed)?;
+    let evals = model.fit_summary().map_or(0, |f| f.evaluations);
+    Ok(([fit_ms, screen_ms, ms(t)], evals))
+}
+
+/// Runs the grid: per cell and acquisition, `reps` steps (seeds 1..=reps) timed whole, and the
+/// phases timed once per seed.
+pub fn run(args: &ScalingArgs, reps: usize, threads: usize) -> Result<()> {
+    let dims = if args.dims.is_empty() {
+        DIMS.to_vec()
+    } else {
+        args.dims.clone()
+    };
+    let sizes = if args.sizes.is_empty() {
+        SIZES.to_vec()
+    } else {
+        args.sizes.clone()
+    };
+    for &d in &dims {
+        for &n in &sizes {
+            let (x, y) = ackley_data(n, d, 1000 + d as u64);
+            if let Some(dir) = &args.write_data {
+                write_data(dir, d, &x, &y)?;
+            }
+            for (name, acq) in [
+                ("logei", AcquisitionName::LogEi),
+                ("pbgi", AcquisitionName::Pbgi),
+            ] {
+                let cfg = config(acq, args.fit_factr);
+                let (mut steps, mut values, mut first_x) = (Vec::new(), Vec::new(), Vec::new());
+                let mut cpu = Vec::new();
+                let mut phase = [Vec::new(), Vec::new(), Vec::new()];
+                let mut fit_evaluations = 0;
+                for seed in 1..=reps.max(1) as u64 {
+                    let h = History {
+                        x: &x,
+                        y: &y,
+                        cost: &[],
+                        pending: &[],
+                    };
+                    let (t, c) = (Instant::now(), cpu_ms());
+                    let p = propose(
+                        d,
+                        h,
+                        &cfg,
+                        &StepContext::default(),
+                        CostSetting::Uniform,
+                        seed,
+                        None,
+                    )?;
+                    steps.push(ms(t));
+                    cpu.push(cpu_ms() - c);
+                    values.push(p.acquisition_value);
+                    if first_x.is_empty() {
+                        first_x = p.x;
+                    }
+                    let ([f, s, m], evals) = phases(d, &x, &y, &cfg, seed)?;
+                    if fit_evaluations == 0 {
+                        fit_evaluations = evals;
+                    }
+                    phase[0].push(f);
+                    phase[1].push(s);
+                    phase[2].push(m - s);
+                }
+                let min = steps.iter().copied().fold(f64::INFINITY, f64::min);
+                let [f, s, r] = phase;
+                let line = Line {
+                    bench: "bo_step_scaling",
+                    d,
+                    fit_factr: cfg.fit.lbfgsb.factr,
+                    n,
+                    acquisition: name,
+                    raw_samples: 200 * d,
+                    restarts: 10 * d,
+                    step_ms: median(steps),
+                    step_min_ms: min,
+                    step_cpu_ms: median(cpu),
+                    fit_ms: median(f),
+                    screen_ms: median(s),
+                    restarts_ms: median(r),
+                    fit_evaluations,
+                    values,
+                    x: first_x,
+                    reps: reps.max(1),
+                    threads,
+                };
+                println!("{}", serde_json::to_string(&line)?);
+            }
+        }
+    }
+    Ok(())
+}
