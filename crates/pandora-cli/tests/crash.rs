@@ -355,6 +355,7 @@ fn kill_and_resume(storage: &str) {
             "2",
             "--abandon-after",
             &abandon,
+            "--json",
         ],
     );
     assert_eq!(code, 0, "{err}");
@@ -373,9 +374,12 @@ fn kill_and_resume(storage: &str) {
         total > KILL_BUDGET - 1.5,
         "spent only {total} of {KILL_BUDGET}"
     );
-    // Every stored point of the model phase is distinct (no point handed out twice).
+    // Every evaluated point of the model phase is distinct (no point evaluated twice). An
+    // abandoned trial's point was never evaluated and may be proposed again (a corner of the
+    // cube, say), so only complete trials count.
     let mut seen = std::collections::HashSet::new();
-    for t in after.iter().filter(|t| t["decision"]["phase"] == "model") {
+    let complete_model = |t: &&Value| t["decision"]["phase"] == "model" && t["state"] == "complete";
+    for t in after.iter().filter(complete_model) {
         assert!(
             seen.insert(t["x"].to_string()),
             "point handed out twice: {t}"
@@ -443,7 +447,7 @@ fn a_live_trial_of_another_run_is_never_abandoned() {
     let dir = tempfile::tempdir().unwrap();
     slow_config(dir.path(), "max_trials = 1", MIN_ABANDON_S + 3.0);
     let a = Command::new(env!("CARGO_BIN_EXE_pandora"))
-        .args(["run", "s.toml", "--quiet"])
+        .args(["run", "--json", "s.toml", "--quiet"])
         .current_dir(dir.path())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
