@@ -31,6 +31,20 @@
 //! models the step fitted (so that reports and statistics never refit), and the stopping check
 //! it made. The front end turns it into its own record (a study's
 //! [`DecisionRecord`](super::record::DecisionRecord), a trace line).
+//!
+//! ## Degenerate cases
+//!
+//! - Failed and abandoned trials are neither observations nor pending: their points may be
+//!   proposed again, and their recorded costs still count toward the budget. A complete trial
+//!   without a cost counts for PBGI-D's best value only.
+//! - The initial design continues while fewer than its size of evaluations are complete, so a
+//!   study whose first trials failed or are pending keeps handing out design points.
+//! - A budget spent exactly (`spent + committed ≥ total`) finishes the run before any model is
+//!   fitted; a proposal whose known cost does not fit finishes it after (studies only,
+//!   [`BudgetSpec::must_fit`], with a relative tolerance of 1e-12).
+//! - The automatic λ needs a total budget and `lambda = "auto"`; [`Run::new`] refuses the
+//!   combinations that cannot work (start from the automatic λ without PBGI-D, or without a
+//!   budget), so no step fails halfway for a configuration reason.
 
 use super::record::{AutoLambda, StoppingCheck};
 use super::{DecayStep, Finished, replay_pbgi_d};
