@@ -26,7 +26,7 @@
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 
 use super::lbfgsb::{LbfgsbOptions, LbfgsbWorkspace, minimize_with_workspace};
-use super::multistart::Objective;
+use super::objective::Objective;
 use crate::error::Result;
 
 /// Points per `value_grads` call within a round. Fixed (not derived from the thread count) for

@@ -13,6 +13,7 @@ pub mod lbfgsb;
 mod lockstep;
 pub mod mixed;
 pub mod multistart;
+mod objective;
 pub mod sobol;
 mod sobol_directions;
 

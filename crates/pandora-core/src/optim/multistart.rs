@@ -16,61 +16,12 @@ use rayon::prelude::*;
 
 use super::lbfgsb::{LbfgsbOptions, LbfgsbWorkspace, minimize_with_workspace};
 use super::lockstep::maximize_lockstep;
+pub use super::objective::Objective;
 use super::sobol::Sobol;
 use crate::error::{Error, Result};
 
 /// Rows per batched `values` call. Fixed (not derived from the thread count) for determinism.
 const EVAL_CHUNK: usize = 128;
-
-/// An objective to maximize on a box of dimension `dim()`. Must be `Sync`: restarts run in
-/// parallel with rayon.
-pub trait Objective: Sync {
-    /// The dimension of the input.
-    fn dim(&self) -> usize;
-
-    /// Value and gradient at `x` (gradient written into `grad`, `len = dim`). Maximization
-    /// convention. A non-finite value marks `x` as outside the usable domain.
-    fn value_grad(&self, x: &[f64], grad: &mut [f64]) -> f64;
-
-    /// Values at many points: `xs` is row-major `m × dim`, `out` has length `m`.
-    /// Implementations override this with a batched (much faster) version; the default loops over
-    /// [`Objective::value_grad`].
-    fn values(&self, xs: &[f64], out: &mut [f64]) {
-        let d = self.dim();
-        if d == 0 {
-            return;
-        }
-        let mut g = vec![0.0; d];
-        for (x, o) in xs.chunks_exact(d).zip(out.iter_mut()) {
-            *o = self.value_grad(x, &mut g);
-        }
-    }
-
-    /// Values and gradients at many points: `xs` row-major `m × dim`, `out` of length `m`,
-    /// `grads` row-major `m × dim`. The default loops over [`Objective::value_grad`]; objectives
-    /// whose per-point cost is dominated by work a block shares (a GP posterior with many
-    /// training points) override it together with [`Objective::prefers_blocks`].
-    fn value_grads(&self, xs: &[f64], out: &mut [f64], grads: &mut [f64]) {
-        let d = self.dim();
-        if d == 0 {
-            return;
-        }
-        for ((x, o), g) in xs
-            .chunks_exact(d)
-            .zip(out.iter_mut())
-            .zip(grads.chunks_exact_mut(d))
-        {
-            *o = self.value_grad(x, g);
-        }
-    }
-
-    /// Whether [`Objective::value_grads`] on a block is much cheaper than its points one at a
-    /// time: [`maximize`] then runs the L-BFGS-B restarts in lockstep and evaluates each round as
-    /// one block (see `optim::lockstep`). Default `false`.
-    fn prefers_blocks(&self) -> bool {
-        false
-    }
-}
 
 /// [`Objective::value_grad`] from a fallible evaluation: the gradient is copied into `grad`; an
 /// error or a non-finite value or gradient gives NaN (outside the usable domain) and a zero
