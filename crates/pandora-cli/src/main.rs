@@ -6,6 +6,7 @@ mod csv;
 mod cvs_cmd;
 mod eval;
 mod experiment;
+mod freeze_thaw;
 mod input;
 mod plot;
 mod progress;
@@ -147,6 +148,19 @@ enum Command {
         #[arg(long)]
         verify: bool,
     },
+    /// Cost-aware freeze-thaw, discrete and exact: which training run to start, continue or
+    /// keep, by Gittins indices.
+    ///
+    /// Reads the instance (runs as learning-curve Markov chains, an optional fallback) from FILE,
+    /// or from stdin when FILE is `-` or absent; prints every run's index, the next action and
+    /// the policy's exact expected utility. See docs/freeze-thaw.md for the format.
+    FreezeThaw {
+        /// Instance file (`-` or absent: stdin).
+        file: Option<String>,
+        /// Also compute the brute-force DP optimum over all policies (small instances).
+        #[arg(long)]
+        verify: bool,
+    },
     /// Time the numerical core on fixed workloads and print one JSON line per measurement.
     Bench {
         /// Run only the workloads whose name contains this string.
@@ -284,6 +298,7 @@ fn main() {
         Command::Plot { target, out, json } => study_cmd::plot(&target, out.as_deref(), json),
         Command::Eval { file } => eval::main(file.as_deref()),
         Command::Boxes { file, verify } => boxes::main(file.as_deref(), verify),
+        Command::FreezeThaw { file, verify } => freeze_thaw::main(file.as_deref(), verify),
         Command::Bench {
             filter,
             quick,

@@ -44,6 +44,27 @@ impl Error {
         }
     }
 
+    /// The same error with the field it names prefixed by `outer` (`runs[2]` + `at` →
+    /// `runs[2].at`), for errors of a part reported from the whole.
+    pub fn within(self, outer: impl std::fmt::Display) -> Self {
+        match self {
+            Error::InvalidInput { what, reason } => Error::InvalidInput {
+                what: format!("{outer}.{what}"),
+                reason,
+            },
+            Error::DimensionMismatch {
+                what,
+                expected,
+                got,
+            } => Error::DimensionMismatch {
+                what: format!("{outer}.{what}"),
+                expected,
+                got,
+            },
+            other => other,
+        }
+    }
+
     /// Shorthand for [`Error::DimensionMismatch`].
     pub fn dim(what: impl Into<String>, expected: usize, got: usize) -> Self {
         Error::DimensionMismatch {

@@ -10,11 +10,14 @@
 //! - [`chain`]: Markov chain selection, the local MDP and its Gittins index; Pandora's Box as a
 //!   special case.
 //! - [`dp`]: dynamic programming over `(opened set, best reward)` for small discrete instances.
+//! - [`freeze_thaw`]: cost-aware freeze-thaw with discrete learning curves: which run to start,
+//!   continue or keep, by Gittins indices, verified against dynamic programming.
 
 pub mod budget;
 pub mod chain;
 pub mod counterexamples;
 pub mod dp;
+pub mod freeze_thaw;
 pub mod pandora;
 mod sweep;
 
@@ -29,4 +32,4 @@ pub use pandora::{
 };
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

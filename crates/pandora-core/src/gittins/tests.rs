@@ -173,7 +173,7 @@ fn random_dag_chain(rng: &mut Xoshiro256PlusPlus, n: usize) -> MarkovChain {
 
 /// `G(s) = max_{C ∋ s} E[reward collected while in C] / P(absorbed before leaving C)`, by
 /// enumerating continuation sets (acyclic chains with states in topological order).
-fn index_by_enumeration(c: &MarkovChain, s: usize) -> f64 {
+pub(crate) fn index_by_enumeration(c: &MarkovChain, s: usize) -> f64 {
     let n = c.len();
     let nonterm: Vec<usize> = (0..n).filter(|&u| !c.terminal[u]).collect();
     let mut best = f64::NEG_INFINITY;
