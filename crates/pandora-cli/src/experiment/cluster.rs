@@ -21,6 +21,9 @@
 //! **Degenerate cases.** A configuration whose every run already has a complete trace reports 0
 //! CPU-hours to go (the total is also given). A pair whose calibration fails is reported with its
 //! error and left out of the totals, which say so.
+//!
+//! References: Slurm's `sbatch` manual (`--array` with the `%` throttle, `--time` as
+//! `days-hours:minutes:seconds`, the `%A`/`%a` output patterns).
 
 use super::config::{Plan, RunSpec};
 use super::estimate::{Rates, RunWork, mean_costs, run_work};
