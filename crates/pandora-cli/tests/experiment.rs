@@ -1046,7 +1046,7 @@ fn plan_estimates_and_writes_an_sbatch_script() {
     let text = plan(&out, &[]);
     assert!(text.contains("12 run(s)"), "{text}");
     assert_eq!(
-        text.matches("calibration (2 BO steps)").count(),
+        text.matches("calibration (4 BO steps)").count(),
         6,
         "{text}"
     );

@@ -5,7 +5,7 @@
 //! as `n²` and `n³`); seconds per unit of work and per evaluation are measured per (problem,
 //! policy) pair, from the traces already in the output directory when it has some for that pair
 //! (complete or not), otherwise by a calibration: the pair's first seed run for a few BO steps
-//! (`--calibration-steps`, default 2) in a temporary directory, on one thread. The report says
+//! (`--calibration-steps`, default 4; the first, whose fit starts cold, is not counted) in a temporary directory, on one thread. The report says
 //! which source each pair used. CPU-hours are the sum of the runs' estimated seconds (one core per
 //! run); the longest run is the largest single estimate.
 //!
@@ -50,7 +50,7 @@ pub struct PlanArgs {
     #[arg(long)]
     out: Option<PathBuf>,
     /// BO steps of a calibration run, for pairs without traces.
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, default_value_t = 4)]
     calibration_steps: usize,
     /// Write an sbatch script for a Slurm array to this file.
     #[arg(long, value_name = "FILE")]
@@ -373,8 +373,9 @@ fn report(
         );
     }
     let todo: Vec<&RunEstimate> = estimates.iter().filter(|e| !e.done).collect();
-    let total: f64 = estimates.iter().filter_map(|e| e.seconds).sum();
-    let remaining: f64 = todo.iter().filter_map(|e| e.seconds).sum();
+    // `+ 0.0`: an empty float sum is −0.
+    let total: f64 = estimates.iter().filter_map(|e| e.seconds).sum::<f64>() + 0.0;
+    let remaining: f64 = todo.iter().filter_map(|e| e.seconds).sum::<f64>() + 0.0;
     let uncalibrated = estimates.iter().filter(|e| e.seconds.is_none()).count();
     let _ = writeln!(
         s,
