@@ -159,6 +159,21 @@ pub struct Rate {
     pub steps: usize,
 }
 
+/// What [`Rates::from_traces`] adds up per pair.
+#[derive(Default)]
+struct Sums {
+    /// Seconds of the counted model steps and of the stopping statistics.
+    seconds: f64,
+    /// Their model work.
+    units: f64,
+    /// Model steps counted.
+    steps: usize,
+    /// Seconds of every evaluation.
+    eval_seconds: f64,
+    /// Evaluations.
+    evaluations: usize,
+}
+
 /// Calibrated rates per (problem, policy) index pair.
 #[derive(Debug, Clone, Default)]
 pub struct Rates {
@@ -170,8 +185,7 @@ impl Rates {
     /// Measures the rates of the traces `traces` (complete or not) of `plan`'s runs; traces of
     /// other problems or policies are ignored.
     pub fn from_traces(plan: &Plan, traces: &[Trace]) -> Self {
-        // (seconds, units, model steps, eval seconds, evaluations)
-        let mut acc: BTreeMap<(usize, usize), (f64, f64, usize, f64, usize)> = BTreeMap::new();
+        let mut acc: BTreeMap<(usize, usize), Sums> = BTreeMap::new();
         for t in traces {
             let Some(pi) = plan
                 .problems
@@ -201,26 +215,34 @@ impl Rates {
             let model_steps = t.steps.iter().filter(|s| s.phase == Phase::Model).count();
             let mut first = model_steps > 1;
             for s in &t.steps {
-                a.3 += s.seconds_eval;
-                a.4 += 1;
+                a.eval_seconds += s.seconds_eval;
+                a.evaluations += 1;
                 if s.phase == Phase::Model {
                     if std::mem::take(&mut first) {
                         continue;
                     }
-                    a.0 += s.seconds_propose;
-                    a.1 += factor * step_units(s.k as f64, d, raw, restarts);
-                    a.2 += 1;
+                    a.seconds += s.seconds_propose;
+                    a.units += factor * step_units(s.k as f64, d, raw, restarts);
+                    a.steps += 1;
                 }
             }
-            a.0 += t.stopping.iter().map(|s| s.seconds).sum::<f64>();
+            a.seconds += t.stopping.iter().map(|s| s.seconds).sum::<f64>();
         }
         let by_pair = acc
             .into_iter()
-            .map(|(k, (secs, units, steps, eval, evals))| {
+            .map(|(k, a)| {
                 let rate = Rate {
-                    per_unit: if units > 0.0 { secs / units } else { 0.0 },
-                    per_evaluation: if evals > 0 { eval / evals as f64 } else { 0.0 },
-                    steps,
+                    per_unit: if a.units > 0.0 {
+                        a.seconds / a.units
+                    } else {
+                        0.0
+                    },
+                    per_evaluation: if a.evaluations > 0 {
+                        a.eval_seconds / a.evaluations as f64
+                    } else {
+                        0.0
+                    },
+                    steps: a.steps,
                 };
                 (k, rate)
             })
