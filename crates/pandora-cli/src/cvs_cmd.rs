@@ -6,9 +6,19 @@
 //! skipping the runs whose file exists. The summary (`OUT/summary.csv` and a printed table) gives,
 //! per setting and policy, the simple regret at the end of the budget and at fixed fractions of it
 //! (mean ± 1 s.e., as the paper plots, and the median). See docs/cvs.md.
+//!
+//! **Shards.** `--shard K/N` (or a Slurm array task's variables, see
+//! [`crate::experiment::shard`]) runs one cost-balanced share of the grid. A run's weight is
+//! `Σ_{k<T} (10⁴ + m · S · B · (n₀ + k)²)` with `T = ⌈budget / c̄⌉` steps (`c̄` the mean cost of
+//! the cost level's sets), `S` control sets, a bank of `B` rows, `n₀` initial queries, and `m = 0`
+//! for `random` (no model) and 1 otherwise: each step scores every set's bank against a GP on
+//! `n` points. Only the relative sizes matter. `OUT/expected_runs.json` lists every run's file,
+//! so that `summarize` names the runs still missing (a run's file appears only when it ends)
+//! instead of averaging fewer seeds.
 
 use crate::experiment::config::file_component;
 use crate::experiment::figures::{Statistic, panel};
+use crate::experiment::shard::Shard;
 use crate::experiment::summary::{PolicySummary, ProblemSummary, stats};
 use crate::plot::{Figure, Legend, Panel, render};
 use anyhow::{Context, Result, bail};
@@ -46,6 +56,13 @@ pub struct Args {
     /// Do not print the summary table.
     #[arg(long)]
     quiet: bool,
+    /// Run only shard K of N (0-based); without it, taken from a Slurm array task's
+    /// SLURM_ARRAY_TASK_ID / _COUNT / _MIN when set (`--shard 0/1` runs everything).
+    #[arg(long, value_name = "K/N")]
+    shard: Option<String>,
+    /// With `summarize`: summarize the runs there even when others of the grid are missing.
+    #[arg(long)]
+    partial: bool,
 }
 
 /// The configuration file.
@@ -346,6 +363,66 @@ fn problem_of(plan: &Plan, r: &RunSpec) -> Result<CvsProblem> {
     )?)
 }
 
+/// The shard weight of run `r` (see the module doc).
+fn run_weight(plan: &Plan, r: &RunSpec) -> Result<f64> {
+    let (_, sets, _, _) = objective_setup(&r.objective)?;
+    let costs = cost_level(&r.cost_level)?.costs();
+    let mean = costs.iter().sum::<f64>() / costs.len() as f64;
+    let steps = (r.budget / mean).ceil().max(1.0) as usize;
+    let m = if r.policy == "random" { 0.0 } else { 1.0 };
+    let per_n2 = m * sets.len() as f64 * plan.bank_size as f64;
+    Ok((0..steps)
+        .map(|k| {
+            let n = (plan.n_init + k) as f64;
+            1e4 + per_n2 * n * n
+        })
+        .sum())
+}
+
+/// The runs of `plan` in `shard` (all without one).
+fn shard_runs(plan: &Plan, shard: Option<Shard>) -> Result<Vec<&RunSpec>> {
+    let Some(s) = shard else {
+        return Ok(plan.runs.iter().collect());
+    };
+    let weights = plan
+        .runs
+        .iter()
+        .map(|r| run_weight(plan, r))
+        .collect::<Result<Vec<f64>>>()?;
+    Ok(s.select(&weights)
+        .into_iter()
+        .map(|i| &plan.runs[i])
+        .collect())
+}
+
+/// The file listing every run of the grid, for `summarize`.
+const EXPECTED: &str = "expected_runs.json";
+
+/// Writes `out/expected_runs.json` (atomically, one temporary name per process).
+fn write_expected(plan: &Plan, out: &Path) -> Result<()> {
+    let names: Vec<String> = plan.runs.iter().map(RunSpec::file_name).collect();
+    let tmp = out.join(format!("{EXPECTED}.{}.tmp", std::process::id()));
+    std::fs::write(&tmp, serde_json::to_vec_pretty(&names)?)
+        .with_context(|| format!("writing {tmp:?}"))?;
+    std::fs::rename(&tmp, out.join(EXPECTED))?;
+    Ok(())
+}
+
+/// The runs listed in `dir/expected_runs.json` without a file in `dir/runs/` (none when the
+/// list is absent, as in directories written before it existed).
+fn missing_runs(dir: &Path) -> Result<Vec<String>> {
+    let path = dir.join(EXPECTED);
+    if !path.exists() {
+        return Ok(Vec::new());
+    }
+    let names: Vec<String> = serde_json::from_slice(&std::fs::read(&path)?)
+        .with_context(|| format!("parsing {path:?}"))?;
+    Ok(names
+        .into_iter()
+        .filter(|n| !dir.join("runs").join(n).exists())
+        .collect())
+}
+
 fn run_one(plan: &Plan, r: &RunSpec, optimum: f64, dir: &Path) -> Result<()> {
     let start = std::time::Instant::now();
     let problem = problem_of(plan, r)?;
@@ -387,6 +464,29 @@ fn run_one(plan: &Plan, r: &RunSpec, optimum: f64, dir: &Path) -> Result<()> {
 pub fn main(args: Args) -> Result<()> {
     if args.config == "summarize" {
         let dir = args.dir.context("pandora cvs summarize DIR")?;
+        let missing = missing_runs(&dir)?;
+        if !missing.is_empty() {
+            let mut names = missing
+                .iter()
+                .take(20)
+                .cloned()
+                .collect::<Vec<_>>()
+                .join("\n    ");
+            if missing.len() > 20 {
+                names += &format!("\n    … and {} more", missing.len() - 20);
+            }
+            let what = format!(
+                "{} run(s) of the grid are missing:\n    {names}",
+                missing.len()
+            );
+            if !args.partial {
+                bail!(
+                    "{what}\nno summary written: finish them (rerun the missing shards; runs \
+                     resume), or summarize the others anyway with `--partial`"
+                );
+            }
+            eprintln!("warning: {what}\nsummarizing the others only (--partial)");
+        }
         print!("{}", summarize(&dir)?);
         return Ok(());
     }
@@ -394,12 +494,23 @@ pub fn main(args: Args) -> Result<()> {
         bail!("unexpected argument {:?}", args.dir);
     }
     let plan = load(&args.config, args.smoke)?;
+    let shard = Shard::resolve(args.shard.as_deref())?;
     let out = args
         .out
         .clone()
         .unwrap_or_else(|| PathBuf::from("results").join(&plan.name));
     let runs_dir = out.join("runs");
     std::fs::create_dir_all(&runs_dir).with_context(|| format!("creating {runs_dir:?}"))?;
+    write_expected(&plan, &out)?;
+    let selected = shard_runs(&plan, shard)?;
+    if let Some(s) = shard {
+        eprintln!(
+            "cvs experiment '{}', shard {s}: {} of {} run(s)",
+            plan.name,
+            selected.len(),
+            plan.runs.len()
+        );
+    }
     let jobs = args.jobs.unwrap_or_else(|| {
         std::thread::available_parallelism()
             .map(|n| n.get())
@@ -416,7 +527,7 @@ pub fn main(args: Args) -> Result<()> {
     // size must not be mixed silently into the summary); older records without a bank size are
     // compared on the rest.
     let mut todo: Vec<&RunSpec> = Vec::new();
-    for r in &plan.runs {
+    for r in selected.iter().copied() {
         let path = runs_dir.join(r.file_name());
         if !path.exists() {
             todo.push(r);
@@ -485,8 +596,16 @@ pub fn main(args: Args) -> Result<()> {
         "cvs experiment '{}': {} run(s) carried out, {} already complete, {failures} failed",
         plan.name,
         todo.len() - failures,
-        plan.runs.len() - todo.len()
+        selected.len() - todo.len()
     );
+    if shard.is_some() {
+        // Shards share the directory: the summary is written once, by `summarize`.
+        eprintln!("once every shard is done: pandora cvs summarize {out:?}");
+        if failures > 0 {
+            bail!("{failures} run(s) failed; rerun to retry them");
+        }
+        return Ok(());
+    }
     let table = summarize(&out)?;
     if !args.quiet {
         print!("{table}");

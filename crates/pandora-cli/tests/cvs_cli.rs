@@ -256,3 +256,81 @@ budget = 0.05
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// `pandora cvs --shard`: two shards give the runs of one process (wall time aside) and the same
+/// summary; `summarize` names the missing runs while a shard has not run.
+#[test]
+fn shards_give_the_single_process_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = r#"
+[experiment]
+name = "sharded"
+seeds = 2
+[policies]
+names = ["ucb-cvs", "random"]
+[[problem]]
+objective = "hartmann3"
+costs = ["moderate"]
+variances = [0.02]
+[smoke]
+seeds = 2
+budget = 0.6
+bank_size = 16
+raw_samples = 16
+"#;
+    std::fs::write(dir.path().join("c.toml"), config).unwrap();
+    let run = |args: &[&str]| {
+        let o = pandora(dir.path(), args);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        o
+    };
+    run(&["cvs", "c.toml", "--smoke", "--quiet", "--out", "one"]);
+    run(&["cvs", "c.toml", "--smoke", "--out", "two", "--shard", "1/2"]);
+    assert!(!dir.path().join("two/summary.csv").exists());
+    let o = pandora(dir.path(), &["cvs", "summarize", "two"]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    let missing: Vec<String> = std::fs::read_dir(dir.path().join("one/runs"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| !dir.path().join("two/runs").join(n).exists())
+        .collect();
+    assert!(!missing.is_empty() && missing.len() < 4, "{missing:?}");
+    assert!(err.contains(&format!("{} run(s) of the grid are missing", missing.len())));
+    for n in &missing {
+        assert!(err.contains(n.as_str()), "{n} not named in {err}");
+    }
+    // The other shard from the Slurm array variables.
+    let o = Command::new(env!("CARGO_BIN_EXE_pandora"))
+        .args(["cvs", "c.toml", "--smoke", "--out", "two"])
+        .env("SLURM_ARRAY_TASK_ID", "0")
+        .env("SLURM_ARRAY_TASK_COUNT", "2")
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    run(&["cvs", "summarize", "two"]);
+    let records = |d: &str| -> Vec<(String, Value)> {
+        let mut v: Vec<(String, Value)> = std::fs::read_dir(dir.path().join(d).join("runs"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .map(|p| {
+                let mut r: Value = serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
+                r.as_object_mut().unwrap().remove("wall_seconds");
+                (p.file_name().unwrap().to_string_lossy().into_owned(), r)
+            })
+            .collect();
+        v.sort_by(|a, b| a.0.cmp(&b.0));
+        v
+    };
+    assert_eq!(records("one").len(), 4);
+    assert_eq!(records("one"), records("two"));
+    let summary = |d: &str| -> Vec<String> {
+        std::fs::read_to_string(dir.path().join(d).join("summary.csv"))
+            .unwrap()
+            .lines()
+            .map(|l| l.rsplit_once(',').unwrap().0.to_string())
+            .collect()
+    };
+    assert_eq!(summary("one"), summary("two"));
+}

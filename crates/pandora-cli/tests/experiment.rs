@@ -828,3 +828,282 @@ tree = [1, 1, 1]
     run_experiment(&config, &out, 1);
     assert_eq!(stripped(path), original, "the resumed run differs");
 }
+
+/// Runs `pandora experiment CONFIG --out OUT` with extra arguments and environment variables;
+/// returns stderr, asserting success.
+fn run_shard(config: &Path, out: &Path, args: &[&str], env: &[(&str, &str)]) -> String {
+    let mut cmd = pandora();
+    cmd.args(["experiment", config.to_str().unwrap(), "--quiet", "--out"])
+        .arg(out)
+        .args(args);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let o = cmd.output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(o.status.success(), "shard failed: {err}");
+    err
+}
+
+fn summarize(out: &Path, partial: bool) -> std::process::Output {
+    let mut cmd = pandora();
+    cmd.args(["experiment", "summarize"]).arg(out);
+    if partial {
+        cmd.arg("--partial");
+    }
+    cmd.output().unwrap()
+}
+
+/// `final.csv` without its timing column (`mean_seconds_per_step`, the last one).
+fn final_without_timing(out: &Path) -> Vec<String> {
+    std::fs::read_to_string(out.join("summary/final.csv"))
+        .unwrap()
+        .lines()
+        .map(|l| l.rsplit_once(',').unwrap().0.to_string())
+        .collect()
+}
+
+/// The smoke grid run as 3 shards (two by `--shard`, one from the Slurm array variables with an
+/// offset) and merged by `summarize` equals a single-process run: traces (timing fields aside)
+/// and summaries. `summarize` refuses, naming them, while runs are missing or unfinished; a shard
+/// killed mid-run (a torn `.part` trace, a leftover temporary file) resumes without duplicates.
+#[test]
+fn shards_merge_to_the_single_process_result_and_resume() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("smoke.toml");
+    std::fs::write(&config, SMOKE).unwrap();
+    let single = dir.path().join("single");
+    run_experiment(&config, &single, 2);
+    let reference = traces(&single);
+    assert_eq!(reference.len(), 12);
+
+    let sharded = dir.path().join("sharded");
+    let err = run_shard(&config, &sharded, &["--shard", "0/3", "--jobs", "2"], &[]);
+    assert!(
+        !sharded.join("summary").exists(),
+        "a shard writes no summary"
+    );
+    let count = |err: &str, k: usize| -> usize {
+        let tag = format!("shard {k}/3: ");
+        let at = err
+            .find(&tag)
+            .unwrap_or_else(|| panic!("{tag} not in {err}"))
+            + tag.len();
+        err[at..]
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    let first = count(&err, 0);
+    assert_eq!(traces(&sharded).len(), first);
+    // Missing runs are named, and nothing is averaged over fewer seeds.
+    let o = summarize(&sharded, false);
+    assert!(!o.status.success());
+    let msg = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        msg.contains(&format!("{} of 12 run(s) are not complete", 12 - first)),
+        "{msg}"
+    );
+    let absent: Vec<&String> = reference
+        .keys()
+        .filter(|n| !sharded.join("traces").join(n).exists())
+        .collect();
+    assert!(!absent.is_empty());
+    for n in &absent {
+        assert!(msg.contains(n.as_str()), "{n} not named in {msg}");
+    }
+    assert!(!sharded.join("summary").exists());
+    // … unless asked to.
+    let o = summarize(&sharded, true);
+    assert!(o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("warning"));
+    std::fs::remove_dir_all(sharded.join("summary")).unwrap();
+
+    let err = run_shard(&config, &sharded, &["--shard", "1/3"], &[]);
+    let second = count(&err, 1);
+    // Shard 2 from the array variables: task 7 of an array starting at 5.
+    let slurm = [
+        ("SLURM_ARRAY_TASK_ID", "7"),
+        ("SLURM_ARRAY_TASK_MIN", "5"),
+        ("SLURM_ARRAY_TASK_COUNT", "3"),
+    ];
+    let err = run_shard(&config, &sharded, &[], &slurm);
+    let third = count(&err, 2);
+    assert_eq!(first + second + third, 12);
+    assert!(first > 0 && second > 0 && third > 0);
+    let o = summarize(&sharded, false);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+
+    let compare = |what: &str| {
+        let merged = traces(&sharded);
+        assert_eq!(
+            merged.keys().collect::<Vec<_>>(),
+            reference.keys().collect::<Vec<_>>(),
+            "{what}: only complete traces, one per run"
+        );
+        for (name, path) in &merged {
+            assert_eq!(stripped(path), stripped(&reference[name]), "{what}: {name}");
+        }
+        for csv in ["ackley-d2-uniform.csv", "levy-d2-linear_mean.csv"] {
+            assert_eq!(
+                std::fs::read(sharded.join("summary").join(csv)).unwrap(),
+                std::fs::read(single.join("summary").join(csv)).unwrap(),
+                "{what}: {csv}"
+            );
+        }
+        assert_eq!(
+            final_without_timing(&sharded),
+            final_without_timing(&single)
+        );
+    };
+    compare("merged shards");
+
+    // A killed shard: one run torn mid-way in its `.part` file, another killed while writing
+    // its first prefix (only a temporary file left).
+    let names: Vec<&String> = reference.keys().collect();
+    let (torn, fresh) = (names[2].clone(), names[9].clone());
+    let tdir = sharded.join("traces");
+    let text = std::fs::read_to_string(tdir.join(&torn)).unwrap();
+    let keep: Vec<&str> = text.lines().take(8).collect();
+    std::fs::remove_file(tdir.join(&torn)).unwrap();
+    std::fs::write(
+        tdir.join(format!("{torn}.part")),
+        format!("{}\n{{\"kind\":\"step\",\"k\":8,", keep.join("\n")),
+    )
+    .unwrap();
+    std::fs::remove_file(tdir.join(&fresh)).unwrap();
+    std::fs::write(tdir.join(format!("{fresh}.part.tmp")), "{\"kind\":\"hea").unwrap();
+    let o = summarize(&sharded, false);
+    assert!(!o.status.success());
+    let msg = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        msg.contains("unfinished (1):") && msg.contains(&torn),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("missing (1):") && msg.contains(&fresh),
+        "{msg}"
+    );
+    // Resubmitting every task resumes: complete traces are skipped, the others finished.
+    for k in 0..3 {
+        run_shard(&config, &sharded, &["--shard", &format!("{k}/3")], &[]);
+    }
+    let leftovers: Vec<String> = std::fs::read_dir(&tdir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| !n.ends_with(".jsonl"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+    let o = summarize(&sharded, false);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    compare("resumed shards");
+
+    // Bad shard values name the flag or the variable.
+    for (args, env, needle) in [
+        (vec!["--shard", "3/3"], vec![], "--shard"),
+        (
+            vec![],
+            vec![("SLURM_ARRAY_TASK_ID", "1")],
+            "SLURM_ARRAY_TASK_COUNT",
+        ),
+    ] {
+        let mut cmd = pandora();
+        cmd.args(["experiment", config.to_str().unwrap(), "--out"])
+            .arg(dir.path().join("bad"))
+            .args(&args);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let o = cmd.output().unwrap();
+        assert!(!o.status.success());
+        let msg = String::from_utf8_lossy(&o.stderr);
+        assert!(msg.contains(needle), "{msg}");
+    }
+}
+
+/// `pandora experiment plan`: run count, CPU-hours and the longest run from the traces of an
+/// output directory or from a calibration, and an sbatch script for the array.
+#[test]
+fn plan_estimates_and_writes_an_sbatch_script() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("smoke.toml");
+    std::fs::write(&config, SMOKE).unwrap();
+    let out = dir.path().join("out");
+    let script = dir.path().join("grid.sbatch");
+    let plan = |out: &Path, extra: &[&str]| {
+        let o = pandora()
+            .args(["experiment", "plan", config.to_str().unwrap(), "--out"])
+            .arg(out)
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    // No traces yet: every (problem, policy) pair is calibrated.
+    let text = plan(&out, &[]);
+    assert!(text.contains("12 run(s)"), "{text}");
+    assert_eq!(
+        text.matches("calibration (4 BO steps)").count(),
+        6,
+        "{text}"
+    );
+    assert!(
+        text.contains("CPU-hours") && text.contains("longest run"),
+        "{text}"
+    );
+    assert!(
+        !out.join("traces").exists(),
+        "the calibration writes elsewhere"
+    );
+    // With traces, they are the source; complete runs are counted as done.
+    run_experiment(&config, &out, 2);
+    let text = plan(
+        &out,
+        &[
+            "--slurm",
+            script.to_str().unwrap(),
+            "--shards",
+            "3",
+            "--cpus-per-task",
+            "2",
+            "--mem",
+            "2G",
+            "--max-parallel",
+            "2",
+            "--bin",
+            "/opt/pandora/bin/pandora",
+        ],
+    );
+    assert_eq!(
+        text.matches("traces in the output directory").count(),
+        6,
+        "{text}"
+    );
+    assert!(text.contains("12 complete already"), "{text}");
+    let sb = std::fs::read_to_string(&script).unwrap();
+    let lines: Vec<&str> = sb.lines().collect();
+    assert_eq!(lines[0], "#!/bin/bash");
+    assert!(lines.contains(&"#SBATCH --array=0-2%2"), "{sb}");
+    assert!(lines.contains(&"#SBATCH --cpus-per-task=2"), "{sb}");
+    assert!(lines.contains(&"#SBATCH --mem=2G"), "{sb}");
+    // Nothing left to run: the limit is the 10-minute allowance (rounded up to a minute).
+    assert!(lines.contains(&"#SBATCH --time=0-00:10:00"), "{sb}");
+    let out_abs = out.to_str().unwrap();
+    assert!(
+        lines.contains(&format!("#SBATCH --output={out_abs}/slurm/%A_%a.out").as_str()),
+        "{sb}"
+    );
+    assert!(out.join("slurm").is_dir(), "sbatch needs the log directory");
+    let last = lines.last().unwrap();
+    assert_eq!(
+        *last,
+        format!(
+            "/opt/pandora/bin/pandora experiment {} --quiet --out {out_abs} --jobs \
+             \"${{SLURM_CPUS_PER_TASK:-1}}\"",
+            config.to_str().unwrap()
+        )
+    );
+}

@@ -2,17 +2,22 @@
 //! resumable, with summaries of regret against cumulative cost. See docs/experiments.md.
 //!
 //! Modules, each importing only those listed before it: [`format`] (CSV cells and numbers),
+//! [`shard`] (cost-balanced shares of a grid, from `--shard` or a Slurm array),
 //! [`stopping::plan`] (the `[stopping]` table), [`config`] (the TOML file and its resolution into
 //! runs), [`trace`] (the JSON-lines trace format), [`summary`] (statistics on a common cost
 //! grid), [`stopping`] (recording the stopping statistics and replaying the rules offline),
-//! [`figures`] (the plots), [`run`] (one BO run) and [`report`] (every summary file of an
-//! experiment directory).
+//! [`figures`] (the plots), [`run`] (one BO run), [`estimate`] (the work of a run, and its
+//! calibration in seconds), [`report`] (every summary file of an experiment directory) and
+//! [`cluster`] (`pandora experiment plan` and its sbatch script).
 
+pub mod cluster;
 pub mod config;
+pub mod estimate;
 pub mod figures;
 pub mod format;
 pub mod report;
 pub mod run;
+pub mod shard;
 pub mod stopping;
 pub mod summary;
 pub mod trace;
@@ -44,26 +49,49 @@ pub struct Args {
     /// Do not print the summary table.
     #[arg(long)]
     quiet: bool,
+    /// Run only shard K of N (0-based, `0/4` … `3/4`); without it, taken from a Slurm array
+    /// task's SLURM_ARRAY_TASK_ID / _COUNT / _MIN when set (`--shard 0/1` runs everything).
+    #[arg(long, value_name = "K/N")]
+    shard: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]
 enum ExperimentCommand {
-    /// Write the summary CSVs of an experiment directory and print its table.
+    /// Write the summary CSVs of an experiment directory and print its table (refused, naming
+    /// them, while some runs are missing or unfinished, unless --partial).
     Summarize {
         /// The experiment's output directory.
         dir: PathBuf,
+        /// Summarize the complete runs even when others are missing or unfinished.
+        #[arg(long)]
+        partial: bool,
     },
+    /// Estimate the runs, CPU-hours and longest run of a configuration, and write an sbatch
+    /// script for a Slurm array.
+    Plan(cluster::PlanArgs),
 }
 
 /// Entry point of `pandora experiment`.
 pub fn main(args: Args) -> Result<()> {
-    if let Some(ExperimentCommand::Summarize { dir }) = &args.command {
-        print!("{}", report::write_summary(dir)?);
-        return Ok(());
+    match &args.command {
+        Some(ExperimentCommand::Summarize { dir, partial }) => {
+            let (table, warning) = report::summarize_dir(dir, *partial)?;
+            print!("{table}");
+            if let Some(w) = warning {
+                eprintln!("warning: {w}; summarized the complete runs only (--partial)");
+            }
+            return Ok(());
+        }
+        Some(ExperimentCommand::Plan(plan)) => return cluster::main(plan),
+        None => {}
     }
     let Some(config) = &args.config else {
-        bail!("give a configuration file: pandora experiment CONFIG.toml (or `summarize DIR`)");
+        bail!(
+            "give a configuration file: pandora experiment CONFIG.toml (or `summarize DIR`, \
+             `plan CONFIG`)"
+        );
     };
+    let shard = shard::Shard::resolve(args.shard.as_deref())?;
     let file = config::load(config)?;
     let plan = file
         .resolve(args.smoke)
@@ -84,7 +112,19 @@ pub fn main(args: Args) -> Result<()> {
     if jobs == 0 {
         bail!("--jobs must be at least 1");
     }
-    let failures = execute(&plan, &out, jobs)?;
+    let failures = execute(&plan, &out, jobs, shard)?;
+    if let Some(s) = shard {
+        // Shards share the directory: the summary is written once, by `summarize`.
+        eprintln!(
+            "shard {s}: traces in {:?}; once every shard is done: pandora experiment summarize \
+             {out:?}",
+            out.join("traces")
+        );
+        if failures > 0 {
+            bail!("{failures} run(s) failed (see the messages above); rerun to retry them");
+        }
+        return Ok(());
+    }
     let table = report::write_summary(&out)?;
     if !args.quiet {
         print!("{table}");
@@ -100,15 +140,43 @@ pub fn main(args: Args) -> Result<()> {
     Ok(())
 }
 
-/// Runs every run of `plan` into `out` with `jobs` threads; returns the number of failed runs.
-pub fn execute(plan: &config::Plan, out: &Path, jobs: usize) -> Result<usize> {
+/// The runs of `plan` in `shard` (every run without one), in [`config::Plan::runs`] order.
+pub fn shard_runs(
+    plan: &config::Plan,
+    shard: Option<shard::Shard>,
+) -> Result<Vec<config::RunSpec>> {
+    let runs = plan.runs();
+    let Some(s) = shard else {
+        return Ok(runs);
+    };
+    let weights = estimate::weights(plan, &runs)?;
+    Ok(s.select(&weights).into_iter().map(|i| runs[i]).collect())
+}
+
+/// Runs every run of `plan` (of `shard`, when given) into `out` with `jobs` threads; returns the
+/// number of failed runs.
+pub fn execute(
+    plan: &config::Plan,
+    out: &Path,
+    jobs: usize,
+    shard: Option<shard::Shard>,
+) -> Result<usize> {
     let traces = out.join("traces");
     std::fs::create_dir_all(&traces).with_context(|| format!("creating {traces:?}"))?;
     let plan_json = serde_json::to_string_pretty(plan)?;
-    let tmp = out.join("experiment.json.tmp");
+    // One temporary name per process: the tasks of an array write the same file concurrently.
+    let tmp = out.join(format!("experiment.json.{}.tmp", std::process::id()));
     std::fs::write(&tmp, plan_json)?;
     std::fs::rename(&tmp, out.join("experiment.json"))?;
-    let runs = plan.runs();
+    let runs = shard_runs(plan, shard)?;
+    if let Some(s) = shard {
+        eprintln!(
+            "experiment '{}', shard {s}: {} of {} run(s)",
+            plan.name,
+            runs.len(),
+            plan.runs().len()
+        );
+    }
     let bar = if std::io::stderr().is_terminal() {
         let b = ProgressBar::new(runs.len() as u64);
         b.set_style(

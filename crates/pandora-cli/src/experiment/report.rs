@@ -9,11 +9,104 @@ use super::config::{Plan, file_component};
 use super::summary::{
     final_csv, markdown, problem_csv, problem_references, read_traces, summarize, table,
 };
-use super::trace::Trace;
+use super::trace::{Trace, read};
 use super::{figures, stopping};
 use anyhow::{Context, Result, bail};
 use std::collections::BTreeMap;
 use std::path::Path;
+
+/// The runs of a plan whose trace in `traces` is not complete, by trace name.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Completeness {
+    /// Runs of the plan.
+    pub runs: usize,
+    /// Runs without any trace (never started, or their shard has not run).
+    pub missing: Vec<String>,
+    /// Runs with a trace but no end line (`NAME.jsonl.part`, or a partial `NAME.jsonl` written by
+    /// an older version): interrupted, or still running.
+    pub unfinished: Vec<String>,
+}
+
+impl Completeness {
+    /// Whether every run is complete.
+    pub fn is_complete(&self) -> bool {
+        self.missing.is_empty() && self.unfinished.is_empty()
+    }
+
+    /// A report naming the runs (at most `limit` names per kind).
+    pub fn describe(&self, limit: usize) -> String {
+        let mut out = format!(
+            "{} of {} run(s) are not complete",
+            self.missing.len() + self.unfinished.len(),
+            self.runs
+        );
+        for (what, names) in [("missing", &self.missing), ("unfinished", &self.unfinished)] {
+            if names.is_empty() {
+                continue;
+            }
+            out += &format!("\n  {what} ({}):", names.len());
+            for n in names.iter().take(limit) {
+                out += &format!("\n    {n}");
+            }
+            if names.len() > limit {
+                out += &format!("\n    … and {} more", names.len() - limit);
+            }
+        }
+        out
+    }
+}
+
+/// Which runs of `plan` have no complete trace in `traces`.
+pub fn completeness(plan: &Plan, traces: &Path) -> Completeness {
+    let mut c = Completeness {
+        runs: 0,
+        ..Completeness::default()
+    };
+    for r in plan.runs() {
+        c.runs += 1;
+        let name = plan.trace_name(&r);
+        let path = traces.join(&name);
+        let part = super::run::part_path(&path);
+        if path.exists() {
+            if !read(&path).is_ok_and(|t| t.end.is_some()) {
+                c.unfinished.push(name);
+            }
+        } else if part.exists() {
+            c.unfinished.push(name);
+        } else {
+            c.missing.push(name);
+        }
+    }
+    c
+}
+
+/// Reads the plan an experiment directory was run with (`dir/experiment.json`).
+pub fn read_plan(dir: &Path) -> Result<Plan> {
+    let plan_path = dir.join("experiment.json");
+    let text = std::fs::read_to_string(&plan_path).with_context(|| {
+        format!("reading {plan_path:?} (is this an experiment output directory?)")
+    })?;
+    serde_json::from_str(&text).with_context(|| format!("in {plan_path:?}"))
+}
+
+/// `pandora experiment summarize DIR`: refuses (an error naming the runs) when a run of the
+/// plan has no complete trace, unless `partial`, which summarizes the complete runs and returns
+/// the same report as a warning. Returns the printed table and the warning.
+pub fn summarize_dir(dir: &Path, partial: bool) -> Result<(String, Option<String>)> {
+    let plan = read_plan(dir)?;
+    let c = completeness(&plan, &dir.join("traces"));
+    let warning = (!c.is_complete()).then(|| c.describe(20));
+    if let Some(w) = &warning
+        && !partial
+    {
+        bail!(
+            "{w}\nno summary written: finish them (rerun the missing shards, or `pandora \
+             experiment CONFIG --out {dir:?}`, which resumes), or summarize the complete runs \
+             anyway with `summarize --partial`"
+        );
+    }
+    Ok((write_summary(dir)?, warning))
+}
 
 /// Reads `dir/experiment.json` and `dir/traces/`, writes `dir/summary/PROBLEM.csv`,
 /// `dir/summary/final.csv` and the figures (`PROBLEM.png|svg`, `all.png|svg`, see
@@ -21,11 +114,7 @@ use std::path::Path;
 /// `dir/summary/stopping.csv` (see [`super::stopping`]) and the stopping figures, and returns
 /// the printed table.
 pub fn write_summary(dir: &Path) -> Result<String> {
-    let plan_path = dir.join("experiment.json");
-    let text = std::fs::read_to_string(&plan_path).with_context(|| {
-        format!("reading {plan_path:?} (is this an experiment output directory?)")
-    })?;
-    let plan: Plan = serde_json::from_str(&text).with_context(|| format!("in {plan_path:?}"))?;
+    let plan = read_plan(dir)?;
     let traces = read_traces(&dir.join("traces"))?;
     if traces.is_empty() {
         bail!("no traces in {:?}", dir.join("traces"));

@@ -229,16 +229,29 @@ fn stopping_line(
     Ok(line)
 }
 
+/// The file an unfinished run of trace `path` is written to (`NAME.jsonl.part`); it is renamed
+/// to `path` once the run has ended.
+pub fn part_path(path: &Path) -> std::path::PathBuf {
+    trace::with_suffix(path, ".part")
+}
+
 /// The trace (if any) of run `r` to continue: `None` if missing, an error if written by another
-/// configuration, [`RunStatus::Skipped`] if complete.
+/// configuration, [`RunStatus::Skipped`] if complete. A complete trace is `path`; an unfinished
+/// one is `path.part` (or, written by an older version, `path` without an end line).
 fn existing_trace(
     plan: &Plan,
     r: &RunSpec,
     path: &Path,
 ) -> Result<std::result::Result<Option<trace::Trace>, RunStatus>> {
-    if !path.exists() {
+    let part = part_path(path);
+    let source = if path.exists() {
+        path.to_path_buf()
+    } else if part.exists() {
+        part
+    } else {
         return Ok(Ok(None));
-    }
+    };
+    let path = source.as_path();
     let t = trace::read(path)?;
     // Compare the configuration before building the problem: complete runs are skipped without
     // building their instance.
@@ -340,7 +353,8 @@ pub fn run_one(plan: &Plan, r: &RunSpec, dir: &Path, instances: &Instances) -> R
     // (Re)write the valid prefix atomically: this drops a torn last line.
     let mut lines = vec![Line::Header(Box::new(head.clone()))];
     lines.extend(trace::body_lines(&steps, &stop_lines));
-    trace::write_atomic(&path, &lines)?;
+    let part = part_path(&path);
+    trace::write_atomic(&part, &lines)?;
     let known = KnownCost(|x: &[f64], g: &mut [f64]| problem.cost_grad(x, g));
     let mut policy = run_policy(plan, r, problem, &known)?;
     let p = &plan.problems[r.problem];
@@ -350,7 +364,7 @@ pub fn run_one(plan: &Plan, r: &RunSpec, dir: &Path, instances: &Instances) -> R
     for s in &steps {
         if s.x.len() != policy.d {
             bail!(
-                "{path:?} step {}: x has {} coordinates, not {}",
+                "{part:?} step {}: x has {} coordinates, not {}",
                 s.k,
                 s.x.len(),
                 policy.d
@@ -362,7 +376,7 @@ pub fn run_one(plan: &Plan, r: &RunSpec, dir: &Path, instances: &Instances) -> R
             s.bmsei.clone(),
         );
     }
-    let mut out = Appender::open(&path)?;
+    let mut out = Appender::open(&part)?;
     let mut looping = Loop {
         plan,
         r,
@@ -379,6 +393,7 @@ pub fn run_one(plan: &Plan, r: &RunSpec, dir: &Path, instances: &Instances) -> R
         evaluations: run.handed_out(),
         cumulative_cost: run.spent(),
     }))?;
+    out.finish(&part, &path)?;
     Ok(RunStatus::Completed { new_evaluations })
 }
 

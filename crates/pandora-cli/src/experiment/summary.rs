@@ -156,13 +156,26 @@ pub struct ProblemSummary {
     pub incomplete: usize,
 }
 
-/// Reads every trace in `dir`.
+/// Reads every trace in `dir`: the `NAME.jsonl` files and the unfinished `NAME.jsonl.part` of
+/// runs without a `NAME.jsonl`.
 pub fn read_traces(dir: &Path) -> Result<Vec<Trace>> {
     let mut out = Vec::new();
-    let mut names: Vec<_> = std::fs::read_dir(dir)
+    let paths: Vec<_> = std::fs::read_dir(dir)
         .with_context(|| format!("reading {dir:?}"))?
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
+        .collect();
+    let mut names: Vec<_> = paths
+        .iter()
+        .filter(|p| match p.extension().and_then(|e| e.to_str()) {
+            Some("jsonl") => true,
+            Some("part") => {
+                p.file_stem()
+                    .is_some_and(|s| s.to_string_lossy().ends_with(".jsonl"))
+                    && !p.with_extension("").exists()
+            }
+            _ => false,
+        })
+        .cloned()
         .collect();
     names.sort();
     for p in names {

@@ -4,6 +4,11 @@
 //! final [`End`] once the run has finished. A file without an `End` line is a partial run: it is
 //! continued from its steps (a torn last line, from an interruption during a write, is dropped).
 //!
+//! A run in progress writes `NAME.jsonl.part` and renames it to `NAME.jsonl` (same directory, so
+//! atomically) right after appending its end line: a `NAME.jsonl` is always complete, whatever
+//! moment a task was killed at, and a `.part` file is an unfinished run to continue. (Traces of
+//! older versions could be partial under their final name; they are continued likewise.)
+//!
 //! Experiments with a `[stopping]` section also write one [`StoppingStats`] line per BO
 //! iteration `t = 0, 1, …, T`: the stopping rules' statistics on the posterior of `D_t` (the
 //! initial design plus the first `t` BO evaluations). The line of iteration `t` follows the step
@@ -261,9 +266,17 @@ pub fn body_lines(steps: &[Step], stopping: &[StoppingStats]) -> Vec<Line> {
     out
 }
 
-/// Writes `lines` to `path` atomically (a temporary file renamed over it).
+/// `path` with `suffix` appended to its file name (`a.jsonl` → `a.jsonl.part`).
+pub fn with_suffix(path: &Path, suffix: &str) -> std::path::PathBuf {
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(suffix);
+    path.with_file_name(name)
+}
+
+/// Writes `lines` to `path` atomically (a temporary file `PATH.tmp` in the same directory,
+/// renamed over it).
 pub fn write_atomic(path: &Path, lines: &[Line]) -> Result<()> {
-    let tmp = path.with_extension("jsonl.tmp");
+    let tmp = with_suffix(path, ".tmp");
     {
         let mut f = std::fs::File::create(&tmp).with_context(|| format!("creating {tmp:?}"))?;
         for l in lines {
@@ -288,6 +301,13 @@ impl Appender {
             .open(path)
             .with_context(|| format!("opening {path:?}"))?;
         Ok(Self { file })
+    }
+
+    /// Flushes the file to disk and renames it to `to` (in the same directory: atomic).
+    pub fn finish(self, from: &Path, to: &Path) -> Result<()> {
+        self.file.sync_all()?;
+        std::fs::rename(from, to).with_context(|| format!("renaming {from:?} to {to:?}"))?;
+        Ok(())
     }
 
     /// Appends one line and flushes it to the OS.
