@@ -70,6 +70,7 @@
 
 mod curve;
 mod dp;
+pub mod format;
 mod local;
 
 pub use curve::{CurveNode, CurveRun, MAX_RUN_NODES};
