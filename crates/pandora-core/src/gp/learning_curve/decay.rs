@@ -37,7 +37,10 @@ impl DecayKernel {
             ("decay.beta", beta),
         ] {
             if !(v.is_finite() && v > 0.0) {
-                return Err(Error::invalid(name, format!("must be finite and > 0, got {v}")));
+                return Err(Error::invalid(
+                    name,
+                    format!("must be finite and > 0, got {v}"),
+                ));
             }
         }
         Ok(Self {
@@ -89,7 +92,10 @@ mod tests {
             lam += h;
         }
         let mixture = 1.7 * norm * s * h;
-        assert!((mixture - direct).abs() < 1e-3 * direct, "{mixture} vs {direct}");
+        assert!(
+            (mixture - direct).abs() < 1e-3 * direct,
+            "{mixture} vs {direct}"
+        );
     }
 
     /// Γ(a) for `a ∈ (1, 2)` from the Lanczos approximation (g = 7), enough for the check above.
@@ -129,7 +135,11 @@ mod tests {
                     .eval(1.0, 7.0)
             };
             let fd = (at(h) - at(-h)) / (2.0 * h);
-            assert!((fd - g[p]).abs() < 1e-8 * (1.0 + fd.abs()), "{p}: {fd} vs {}", g[p]);
+            assert!(
+                (fd - g[p]).abs() < 1e-8 * (1.0 + fd.abs()),
+                "{p}: {fd} vs {}",
+                g[p]
+            );
         }
     }
 

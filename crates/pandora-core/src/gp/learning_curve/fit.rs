@@ -11,10 +11,11 @@
 use crate::error::{Error, Result};
 use crate::gp::fit::Prior;
 use crate::gp::kernel::KernelKind;
-use crate::gp::learning_curve::posterior::{CurvePrediction, LcParams, LcPosterior, Run, validate_runs};
+use crate::gp::learning_curve::posterior::{
+    CurvePrediction, LcParams, LcPosterior, Run, validate_runs,
+};
 use crate::optim::lbfgsb::{self, LbfgsbOptions};
 use rand::SeedableRng;
-use rand_distr::{Distribution, StandardNormal};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use rayon::prelude::*;
 
@@ -144,7 +145,10 @@ impl Scales {
         let (s2, mean) = if to_user {
             (self.scale * self.scale, self.scale * p.mean + self.center)
         } else {
-            (1.0 / (self.scale * self.scale), (p.mean - self.center) / self.scale)
+            (
+                1.0 / (self.scale * self.scale),
+                (p.mean - self.center) / self.scale,
+            )
         };
         let mut out = p.clone();
         out.asymptote.outputscale *= s2;
@@ -156,13 +160,7 @@ impl Scales {
 }
 
 /// Negative log posterior and its gradient at the search vector `theta`.
-fn objective(
-    theta: &[f64],
-    grad: &mut [f64],
-    runs: &[Run],
-    opts: &LcFitOptions,
-    tau: f64,
-) -> f64 {
+fn objective(theta: &[f64], grad: &mut [f64], runs: &[Run], opts: &LcFitOptions, tau: f64) -> f64 {
     let Ok(params) = LcParams::from_theta(opts.kind, theta) else {
         return f64::INFINITY;
     };
@@ -173,15 +171,13 @@ fn objective(
     grad.copy_from_slice(&post.lml_grad());
     let d = theta.len() - 6;
     let pr = &opts.priors;
-    let terms = (0..d)
-        .map(|p| (p, pr.lengthscale, theta[p].exp()))
-        .chain([
-            (d, pr.asymptote_scale, theta[d].exp()),
-            (d + 1, pr.decay_scale, theta[d + 1].exp()),
-            (d + 2, pr.alpha, theta[d + 2].exp()),
-            (d + 3, pr.beta, theta[d + 3].exp() / tau),
-            (d + 4, pr.noise, theta[d + 4].exp()),
-        ]);
+    let terms = (0..d).map(|p| (p, pr.lengthscale, theta[p].exp())).chain([
+        (d, pr.asymptote_scale, theta[d].exp()),
+        (d + 1, pr.decay_scale, theta[d + 1].exp()),
+        (d + 2, pr.alpha, theta[d + 2].exp()),
+        (d + 3, pr.beta, theta[d + 3].exp() / tau),
+        (d + 4, pr.noise, theta[d + 4].exp()),
+    ]);
     for (i, prior, v) in terms {
         let (lp, dlp) = prior.log_density_dlog(v);
         value += lp;
@@ -220,7 +216,7 @@ fn bounds(d: usize, tau: f64, noise_floor: f64) -> (Vec<f64>, Vec<f64>) {
 }
 
 /// The default start (prior modes; `m` at the mean last value) and `restarts` draws from the
-/// priors.
+/// priors (`m` again at the mean last value).
 fn starts(runs: &[Run], d: usize, tau: f64, opts: &LcFitOptions) -> Vec<Vec<f64>> {
     let pr = &opts.priors;
     let last_mean =
@@ -236,7 +232,7 @@ fn starts(runs: &[Run], d: usize, tau: f64, opts: &LcFitOptions) -> Vec<Vec<f64>
         last_mean,
     ]);
     let mut out = vec![default.clone()];
-    let mut rng = Xoshiro256PlusPlus::seed_from_u64(opts.seed ^ 0x5eed_1c_9b);
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(opts.seed ^ 0x5eed_1c9b);
     for _ in 0..opts.restarts {
         let mut t: Vec<f64> = (0..d)
             .map(|p| pr.lengthscale.sample_log(&mut rng, default[p].exp()))
@@ -246,8 +242,9 @@ fn starts(runs: &[Run], d: usize, tau: f64, opts: &LcFitOptions) -> Vec<Vec<f64>
         t.push(pr.alpha.sample_log(&mut rng, 1.0));
         t.push(pr.beta.sample_log(&mut rng, 0.3) + tau.ln());
         t.push(pr.noise.sample_log(&mut rng, 1e-3));
-        let z: f64 = StandardNormal.sample(&mut rng);
-        t.push(last_mean + z);
+        // `m` is a quadratic given the rest: one start value suffices, and keeping it at the
+        // mean last value makes the fit of `−y` the exact mirror of the fit of `y`.
+        t.push(last_mean);
         out.push(t);
     }
     out
@@ -259,9 +256,10 @@ impl LearningCurveGp {
     /// `warm` (e.g. the previous fit, in the user's units) is tried as an extra start. Starts
     /// run in parallel; the result is deterministic for a seed.
     pub fn fit(data: Vec<Run>, opts: &LcFitOptions, warm: Option<&LcParams>) -> Result<Self> {
-        let d = data.first().map(|r| r.x.len()).ok_or_else(|| {
-            Error::invalid("runs", "at least one run is needed to fit")
-        })?;
+        let d = data
+            .first()
+            .map(|r| r.x.len())
+            .ok_or_else(|| Error::invalid("runs", "at least one run is needed to fit"))?;
         if d == 0 {
             return Err(Error::invalid("runs[0].x", "must not be empty"));
         }
@@ -272,7 +270,11 @@ impl LearningCurveGp {
             .map(|r| Run {
                 x: r.x.clone(),
                 steps: r.steps.clone(),
-                values: r.values.iter().map(|v| (v - sc.center) / sc.scale).collect(),
+                values: r
+                    .values
+                    .iter()
+                    .map(|v| (v - sc.center) / sc.scale)
+                    .collect(),
             })
             .collect();
         let (lo, hi) = bounds(d, sc.tau, opts.noise_floor);

@@ -65,11 +65,7 @@ impl LcParams {
             theta[..d].iter().map(|v| v.exp()).collect(),
             theta[d].exp(),
         )?;
-        let decay = DecayKernel::new(
-            theta[d + 1].exp(),
-            theta[d + 2].exp(),
-            theta[d + 3].exp(),
-        )?;
+        let decay = DecayKernel::new(theta[d + 1].exp(), theta[d + 2].exp(), theta[d + 3].exp())?;
         let params = Self {
             asymptote,
             decay,
@@ -178,10 +174,17 @@ fn check_point(what: &str, x: &[f64], d: usize) -> Result<()> {
 
 fn check_observed(what: &str, steps: &[f64], values: &[f64]) -> Result<()> {
     if steps.is_empty() {
-        return Err(Error::invalid(what, "a run needs at least one observed step"));
+        return Err(Error::invalid(
+            what,
+            "a run needs at least one observed step",
+        ));
     }
     if values.len() != steps.len() {
-        return Err(Error::dim(&format!("{what}.values"), steps.len(), values.len()));
+        return Err(Error::dim(
+            format!("{what}.values"),
+            steps.len(),
+            values.len(),
+        ));
     }
     check_steps(&format!("{what}.steps"), steps)?;
     if let Some(i) = values.iter().position(|v| !v.is_finite()) {
@@ -245,7 +248,12 @@ impl LcPosterior {
             let chol = Cholesky::factor(a.as_ref(), JitterPolicy::default())?;
             jitter = jitter.max(chol.jitter());
             let bs: Vec<f64> = factors.iter().zip(&s).map(|(f, si)| f.b / si).collect();
-            let w: Vec<f64> = chol.solve_vec(&bs).iter().zip(&s).map(|(z, si)| z * si).collect();
+            let w: Vec<f64> = chol
+                .solve_vec(&bs)
+                .iter()
+                .zip(&s)
+                .map(|(z, si)| z * si)
+                .collect();
             let mu_f: Vec<f64> = (0..n)
                 .map(|i| (0..n).map(|j| kx[(i, j)] * w[j]).sum())
                 .collect();
@@ -263,12 +271,11 @@ impl LcPosterior {
         let mut logdet = logdet_a;
         let mut m_total = 0usize;
         for (i, f) in factors.iter().enumerate() {
-            quad += f
-                .e
-                .iter()
-                .zip(&f.p)
-                .map(|(e, p)| (e - mu_f[i] * p).powi(2))
-                .sum::<f64>();
+            quad +=
+                f.e.iter()
+                    .zip(&f.p)
+                    .map(|(e, p)| (e - mu_f[i] * p).powi(2))
+                    .sum::<f64>();
             logdet += f.chol.log_det();
             m_total += f.p.len();
         }
@@ -347,7 +354,11 @@ impl LcPosterior {
         let kinv = f.chol.inverse_lower();
         let q = upper_solve(&f.chol, &f.p);
         let u = upper_solve(&f.chol, &f.e);
-        let alpha: Vec<f64> = u.iter().zip(&q).map(|(u, q)| u - self.mu_f[n] * q).collect();
+        let alpha: Vec<f64> = u
+            .iter()
+            .zip(&q)
+            .map(|(u, q)| u - self.mu_f[n] * q)
+            .collect();
         let v = self.var_f[n];
         for i in 0..steps.len() {
             for j in 0..=i {
