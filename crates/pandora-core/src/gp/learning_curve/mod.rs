@@ -57,6 +57,9 @@
 //! information `b`: `v₁ = v/(1 + vγ)`, `μ₁ = (μ_f + v b)/(1 + vγ)`, then the formula above
 //! applies. Predictions are of the latent curve; add `σ_n²` for a new noisy value.
 //!
+//! [`LcPosterior::at_step`] exposes a new configuration's value at a step (or its asymptote)
+//! as a [`crate::gp::Posterior`] with input gradients, for the acquisition optimizers.
+//!
 //! Fitting ([`fit`]) maximizes `log p(y | θ) + log p(θ)` on standardized values by bounded
 //! L-BFGS-B from several starts in parallel, as the plain GP.
 //!
@@ -94,4 +97,4 @@ mod tests;
 
 pub use decay::DecayKernel;
 pub use fit::{LcFitOptions, LcPriors, LearningCurveGp};
-pub use posterior::{CurvePrediction, LcParams, LcPosterior, Run, validate_runs};
+pub use posterior::{CurvePrediction, LcParams, LcPosterior, Run, StepPosterior, validate_runs};

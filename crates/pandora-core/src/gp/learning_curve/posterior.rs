@@ -3,8 +3,10 @@
 //! `A = I + S K_x S`, never the `M × M` joint covariance (`M = Σ T_n`).
 
 use crate::error::{Error, Result};
+use crate::gp::Posterior;
 use crate::gp::kernel::{Kernel, KernelKind};
 use crate::gp::learning_curve::decay::DecayKernel;
+use crate::gp::model::{MIN_VARIANCE, PosteriorBatch};
 use crate::linalg::{Cholesky, JitterPolicy};
 use faer::Mat;
 
@@ -484,5 +486,97 @@ impl LcPosterior {
             asymptote_mean: m + mu,
             asymptote_var: v,
         }
+    }
+}
+
+/// The value at one step `t` (or, with `step = None`, the asymptote) of a run of a new
+/// configuration, as a [`Posterior`] over configurations with input gradients: what an
+/// acquisition optimizer (PBGI for "start a new run") maximizes over `x`.
+///
+/// Mean `m + k_x(x, X) w`, variance `σ_f² − ‖L_A⁻¹ S k_x(X, x)‖² + k_t(t, t)`; gradients
+/// `∂μ = Σ_n w_n ∂k_n` and `∂σ² = −2 Σ_n s_n (L_A⁻ᵀ L_A⁻¹ S k)_n ∂k_n` with `∂k_n = ∂k_x(x, x_n)/∂x`.
+#[derive(Debug, Clone, Copy)]
+pub struct StepPosterior<'a> {
+    posterior: &'a LcPosterior,
+    step: Option<f64>,
+}
+
+impl LcPosterior {
+    /// The posterior of a new configuration's value at `step` (`None`: its asymptote), as a
+    /// [`Posterior`] over configurations.
+    pub fn at_step(&self, step: Option<f64>) -> Result<StepPosterior<'_>> {
+        if let Some(t) = step {
+            check_steps("step", &[t])?;
+        }
+        Ok(StepPosterior {
+            posterior: self,
+            step,
+        })
+    }
+}
+
+impl StepPosterior<'_> {
+    fn one(&self, x: &[f64], grad: Option<(&mut [f64], &mut [f64])>) -> (f64, f64) {
+        let p = self.posterior;
+        let kernel = &p.params.asymptote;
+        let extra = self.step.map_or(0.0, |t| p.params.decay.eval(t, t));
+        let (mu, v) = p.latent_asymptote(x);
+        let (mean, var) = (p.params.mean + mu, (v + extra).max(MIN_VARIANCE));
+        let (Some((gm, gv)), Some(chol)) = (grad, &p.chol_a) else {
+            return (mean, var);
+        };
+        let sk: Vec<f64> = p
+            .runs
+            .iter()
+            .zip(&p.s)
+            .map(|(r, s)| s * kernel.eval(x, &r.x))
+            .collect();
+        let u = chol.solve_vec(&sk);
+        let mut dk = vec![0.0; x.len()];
+        for (n, r) in p.runs.iter().enumerate() {
+            kernel.eval_grad_x(x, &r.x, &mut dk);
+            let cv = -2.0 * p.s[n] * u[n];
+            for ((a, b), g) in gm.iter_mut().zip(gv.iter_mut()).zip(&dk) {
+                *a += p.w[n] * g;
+                *b += cv * g;
+            }
+        }
+        (mean, var)
+    }
+}
+
+impl Posterior for StepPosterior<'_> {
+    fn dim(&self) -> usize {
+        self.posterior.params.asymptote.dim()
+    }
+
+    fn posterior(&self, xs: &[f64], grad: bool) -> Result<PosteriorBatch> {
+        let d = self.dim();
+        if !xs.len().is_multiple_of(d) {
+            return Err(Error::invalid(
+                "xs",
+                format!("length {} is not a multiple of the dimension {d}", xs.len()),
+            ));
+        }
+        let m = xs.len() / d;
+        let mut out = PosteriorBatch {
+            mean: Vec::with_capacity(m),
+            var: Vec::with_capacity(m),
+            mean_grad: vec![0.0; if grad { m * d } else { 0 }],
+            var_grad: vec![0.0; if grad { m * d } else { 0 }],
+        };
+        for (i, x) in xs.chunks_exact(d).enumerate() {
+            check_point("xs", x, d)?;
+            let g = grad.then(|| {
+                (
+                    &mut out.mean_grad[i * d..(i + 1) * d],
+                    &mut out.var_grad[i * d..(i + 1) * d],
+                )
+            });
+            let (mu, var) = self.one(x, g);
+            out.mean.push(mu);
+            out.var.push(var);
+        }
+        Ok(out)
     }
 }

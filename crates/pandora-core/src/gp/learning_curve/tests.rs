@@ -491,3 +491,54 @@ fn structured_solve_is_accurate_for_long_runs_with_small_noise() {
     assert_close("mean", &got.mean, &mean, 1e-9);
     assert_close("cov", &got.cov, &cov, 1e-9);
 }
+
+#[test]
+fn step_posterior_matches_predict_and_its_gradient_finite_differences() {
+    use crate::gp::Posterior;
+    let d = 3;
+    let post = LcPosterior::new(random_runs(9, d, 13), params(d)).unwrap();
+    let x = [0.2, 0.7, 0.4, 0.9, 0.1, 0.5];
+    for step in [Some(6.0), None] {
+        let sp = post.at_step(step).unwrap();
+        let b = sp.posterior(&x, true).unwrap();
+        for (i, xi) in x.chunks(d).enumerate() {
+            let (want_m, want_v) = match step {
+                Some(t) => {
+                    let p = post.predict(xi, None, &[t]).unwrap();
+                    (p.mean[0], p.cov[0])
+                }
+                None => post.asymptote(xi).unwrap(),
+            };
+            assert!((b.mean[i] - want_m).abs() < 1e-12 && (b.var[i] - want_v).abs() < 1e-12);
+            for k in 0..d {
+                let h = 1e-6;
+                let mut xp = xi.to_vec();
+                let mut xm = xi.to_vec();
+                xp[k] += h;
+                xm[k] -= h;
+                let (p, m) = (
+                    sp.posterior(&xp, false).unwrap(),
+                    sp.posterior(&xm, false).unwrap(),
+                );
+                let fd_m = (p.mean[0] - m.mean[0]) / (2.0 * h);
+                let fd_v = (p.var[0] - m.var[0]) / (2.0 * h);
+                let (gm, gv) = (b.mean_grad[i * d + k], b.var_grad[i * d + k]);
+                assert!(
+                    (fd_m - gm).abs() < 1e-6 * (1.0 + fd_m.abs()),
+                    "mean {k}: {fd_m} vs {gm}"
+                );
+                assert!(
+                    (fd_v - gv).abs() < 1e-6 * (1.0 + fd_v.abs()),
+                    "var {k}: {fd_v} vs {gv}"
+                );
+            }
+        }
+    }
+    assert!(post.at_step(Some(f64::NAN)).is_err());
+    assert!(
+        post.at_step(None)
+            .unwrap()
+            .posterior(&[0.1, 0.2], false)
+            .is_err()
+    );
+}
