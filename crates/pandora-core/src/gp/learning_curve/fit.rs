@@ -370,3 +370,72 @@ impl LearningCurveGp {
         self.posterior.predict_run(run, future_steps)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn objective_gradient_with_priors_matches_finite_differences() {
+        let runs: Vec<Run> = (0..5)
+            .map(|i| {
+                let x = vec![0.1 + 0.2 * i as f64, 0.9 - 0.15 * i as f64];
+                let steps: Vec<f64> = (1..=3 + i).map(|s| s as f64).collect();
+                let values = steps.iter().map(|s| x[0] - 0.3 + 1.5 / s).collect();
+                Run { x, steps, values }
+            })
+            .collect();
+        let opts = LcFitOptions::default();
+        let tau = Scales::of(&runs).tau;
+        let theta = [0.3f64.ln(), 0.5f64.ln(), 0.0, -0.5, 0.2, 1.0, -5.0, 0.3];
+        let mut g = vec![0.0; theta.len()];
+        objective(&theta, &mut g, &runs, &opts, tau);
+        let mut scratch = g.clone();
+        for p in 0..theta.len() {
+            let h = 1e-5;
+            let mut tp = theta;
+            let mut tm = theta;
+            tp[p] += h;
+            tm[p] -= h;
+            let fd = (objective(&tp, &mut scratch, &runs, &opts, tau)
+                - objective(&tm, &mut scratch, &runs, &opts, tau))
+                / (2.0 * h);
+            assert!(
+                (fd - g[p]).abs() < 1e-6 * (1.0 + fd.abs()),
+                "param {p}: fd {fd} vs analytic {}",
+                g[p]
+            );
+        }
+    }
+
+    #[test]
+    fn a_single_one_step_run_fits_without_error_or_panic() {
+        let run = Run {
+            x: vec![0.5],
+            steps: vec![1.0],
+            values: vec![0.7],
+        };
+        let fit = LearningCurveGp::fit(vec![run], &LcFitOptions::default(), None).unwrap();
+        let p = fit.predict_run(0, &[1.0, 10.0]).unwrap();
+        assert!(p.mean.iter().chain(&p.cov).all(|v| v.is_finite()));
+        // Warm start from its own fit, and conditioning on more data with the same parameters.
+        let warm = fit.params().clone();
+        let runs = vec![
+            Run {
+                x: vec![0.5],
+                steps: vec![1.0, 2.0],
+                values: vec![0.7, 0.5],
+            },
+            Run {
+                x: vec![0.2],
+                steps: vec![1.0],
+                values: vec![0.9],
+            },
+        ];
+        let refit = LearningCurveGp::fit(runs.clone(), &LcFitOptions::default(), Some(&warm));
+        assert!(refit.is_ok());
+        let cond = fit.condition(runs).unwrap();
+        assert_eq!(cond.params(), fit.params());
+        assert_eq!(cond.posterior().runs().len(), 2);
+    }
+}
