@@ -67,7 +67,9 @@
 //!
 //! The structured log marginal likelihood, predictive means and covariances equal the dense
 //! `M × M` GP to `1e-9` relative on random data with duplicate steps and one-step runs (test
-//! `structured_posterior_equals_the_dense_joint_gp`); the gradient agrees with central finite
+//! `structured_posterior_equals_the_dense_joint_gp`; measured: `≤ 2e-14`), and to `1e-9`
+//! (measured `2e-11`) for runs of up to 41 steps with noise `1e-6`, where the blocks `K_n` are
+//! ill-conditioned; the likelihood and MAP-objective gradients agree with central finite
 //! differences to `1e-6` relative. The asymptote variance `Σ_f` is a difference of two terms
 //! (as the plain GP's posterior variance) and is clamped at 0.
 //!

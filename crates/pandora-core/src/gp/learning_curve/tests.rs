@@ -364,7 +364,7 @@ fn fit_recovers_the_hyperparameters_of_a_known_truth() {
         .collect();
     let fit = LearningCurveGp::fit(runs, &LcFitOptions::default(), None).unwrap();
     let p = fit.params();
-    eprintln!("fitted {p:?}");
+    eprintln!("fitted {p:?} in {} evaluations", fit.evaluations());
     let ratio = |a: f64, b: f64| (a / b).max(b / a);
     assert!(
         ratio(p.decay.outputscale, 2.0) < 2.0,
