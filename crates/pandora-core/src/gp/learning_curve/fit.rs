@@ -31,7 +31,7 @@ pub struct LcPriors {
     /// Shape `α` of the decay-rate mixture.
     pub alpha: Prior,
     /// `β/τ`, the decay-rate mixture's rate relative to the step scale `τ` (the median over
-    /// runs of the last observed step).
+    /// runs of each run's largest observed step, at least 1).
     pub beta: Prior,
     /// Noise variance `σ_n²`.
     pub noise: Prior,
