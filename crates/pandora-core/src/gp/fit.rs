@@ -68,7 +68,7 @@ impl Prior {
     }
 
     /// Draws a value of `log v` for a random restart (from the prior, or around `fallback`).
-    fn sample_log(&self, rng: &mut Xoshiro256PlusPlus, fallback: f64) -> f64 {
+    pub(crate) fn sample_log(&self, rng: &mut Xoshiro256PlusPlus, fallback: f64) -> f64 {
         match *self {
             Prior::None => fallback.ln() + rng.random_range(-1.5..1.5),
             Prior::Gamma {

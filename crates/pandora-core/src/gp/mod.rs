@@ -4,6 +4,7 @@
 pub mod fit;
 pub mod gp_model;
 pub mod kernel;
+pub mod learning_curve;
 pub mod likelihood;
 pub mod model;
 pub mod paths;
@@ -11,6 +12,7 @@ pub mod transform;
 
 pub use gp_model::{FitSummary, GpModel};
 pub use kernel::{Kernel, KernelKind};
+pub use learning_curve::{LcPosterior, LearningCurveGp};
 pub use model::{ExactGp, GpParams, PairPosterior, PosteriorBatch};
 pub use paths::{PosteriorPath, PriorPath};
 pub use transform::{OutputScale, Transforms};
