@@ -47,7 +47,7 @@ pub trait Objective: Sync {
     }
 
     /// Whether [`Objective::value_grads`] on a block is much cheaper than its points one at a
-    /// time: [`maximize`] then runs the L-BFGS-B restarts in lockstep and evaluates each round as
+    /// time: [`maximize`](super::multistart::maximize) then runs the L-BFGS-B restarts in lockstep and evaluates each round as
     /// one block (see `optim::lockstep`). Default `false`.
     fn prefers_blocks(&self) -> bool {
         false

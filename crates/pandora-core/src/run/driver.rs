@@ -10,7 +10,7 @@
 //! - **the initial design**: point `k` of one scrambled Sobol sequence (or of explicit points)
 //!   for the `k`-th trial handed out, until enough evaluations are complete to fit a model;
 //! - **λ**: fixed, or PBGI-D's decay replayed from the recorded steps
-//!   ([`replay_pbgi_d`](super::replay_pbgi_d)), optionally starting from the automatic stopping λ
+//!   ([`super::replay_pbgi_d`]), optionally starting from the automatic stopping λ
 //!   `U/(B − C)`;
 //! - **the stopping rule** (after-posterior-update semantics): checked on the posterior the step
 //!   itself fitted, its moving window replayed from the checks recorded on earlier trials;

@@ -145,7 +145,7 @@ impl CurveRun {
 
     /// The Gittins index of every state: the value of a complete state, and for the others the
     /// smallest `α` at which stopping (collect `α`) is optimal in the local MDP. One backward
-    /// pass over the value functions `α ↦ V_α(u)` (see [`super::local`]).
+    /// pass over the value functions `α ↦ V_α(u)` (see `local.rs`).
     pub fn indices(&self) -> Vec<f64> {
         super::local::indices(self)
     }

@@ -33,7 +33,7 @@
 //! Gittins index `G(s)` is the smallest `α` at which stopping is optimal in `s`:
 //! the root of `d(α) = −c(s) + Σ p V_α − α`, which is non-increasing and piecewise affine in `α`.
 //! For a complete state `G = v`. [`CurveRun::indices`] computes every index of a run in one
-//! backward pass over its states ([`local`]): each `α ↦ V_α(u)` is convex and piecewise linear,
+//! backward pass over its states (`local.rs`): each `α ↦ V_α(u)` is convex and piecewise linear,
 //! kept as its breakpoints, and `d` is affine between breakpoints, so each root is exact on its
 //! linear piece (no bisection, no tolerance).
 //!
