@@ -12,6 +12,7 @@
 pub mod acq;
 pub mod boxes;
 pub mod error;
+pub mod freeze_thaw;
 pub mod gp;
 pub mod study;
 
@@ -23,6 +24,7 @@ fn _pandora(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_function(wrap_pyfunction!(acq::acquisition_values, m)?)?;
     m.add_function(wrap_pyfunction!(boxes::solve_boxes, m)?)?;
+    m.add_function(wrap_pyfunction!(freeze_thaw::solve_freeze_thaw, m)?)?;
     m.add_class::<gp::NativeGp>()?;
     m.add_class::<gp::NativePaths>()?;
     m.add_class::<study::NativeStudy>()?;

@@ -8,7 +8,8 @@ The package has three layers:
   with a budget in cost units (evaluations, seconds of runtime, or any reported cost).
 * **Building blocks** vectorized over NumPy arrays: :class:`GP` (Gaussian-process regression and
   pathwise posterior samples), :mod:`pandora.acquisition` (EI, LogEI, UCB, EIPC, the Pandora's Box
-  Gittins index, with gradients) and :func:`boxes` (exact Pandora's Box solutions).
+  Gittins index, with gradients), :func:`boxes` (exact Pandora's Box solutions) and
+  :func:`freeze_thaw` (which training run to start, continue or keep, by Gittins indices).
 
 Everything heavy runs in Rust with the GIL released. See ``docs/python.md``.
 """
@@ -16,6 +17,7 @@ Everything heavy runs in Rust with the GIL released. See ``docs/python.md``.
 from ._pandora import __version__
 from . import acquisition
 from ._boxes import boxes
+from ._freeze_thaw import freeze_thaw
 from ._gp import GP, Paths
 from ._loop import OptimizeResult, maximize, minimize
 from ._space import Categorical, Float, Int, Ordinal
@@ -25,6 +27,7 @@ __all__ = [
     "__version__",
     "acquisition",
     "boxes",
+    "freeze_thaw",
     "Categorical",
     "Float",
     "GP",

@@ -66,11 +66,15 @@
 //!   contains Pandora's Box with nonobligatory inspection, Doval 2018).
 //! - Ties: the lowest-numbered run wins, and stopping wins over stepping on; any tie-breaking is
 //!   optimal.
+//! - From a Gaussian model: [`CurveRun::gaussian`] turns the predicted final value of a run
+//!   under a Gaussian learning-curve model into such a chain (the posterior mean of the final
+//!   value is a Gaussian martingale; see `gaussian.rs`).
 //! - At most [`MAX_RUN_NODES`] states per run; [`DP_MAX_STATES`] joint states for the DP.
 
 mod curve;
 mod dp;
 pub mod format;
+mod gaussian;
 mod local;
 
 pub use curve::{CurveNode, CurveRun, MAX_RUN_NODES};

@@ -343,3 +343,79 @@ fn errors_name_the_field() {
     let e = FreezeThaw::new(vec![], None).unwrap_err();
     assert!(matches!(e, Error::InvalidInput { ref what, .. } if what == "runs"));
 }
+
+/// One informative step: the discretized martingale's index is PBGI's `σ h((μ − g)/σ) = c`.
+#[test]
+fn a_gaussian_run_with_one_informative_step_has_the_pbgi_index() {
+    use crate::acquisition::pbgi::pbgi_index;
+    for &(mu, var, c) in &[
+        (0.0_f64, 1.0_f64, 0.1_f64),
+        (2.0, 0.25, 0.01),
+        (-1.0, 4.0, 1.0),
+    ] {
+        let sd: f64 = var.sqrt();
+        let run = CurveRun::gaussian(mu, &[var], &[c], 201, false).unwrap();
+        let want = pbgi_index(mu, sd, c.ln()).g;
+        let g = run.index(0);
+        assert!(
+            (g - want).abs() < 1e-3 * sd,
+            "{mu} {var} {c}: {g} vs {want}"
+        );
+        // Information only at the last of three steps: PBGI with the total cost.
+        let late = CurveRun::gaussian(mu, &[0.0, 0.0, var], &[c, c, c], 201, false).unwrap();
+        let want = pbgi_index(mu, sd, (3.0 * c).ln()).g;
+        assert!(
+            (late.index(0) - want).abs() < 1e-3 * sd,
+            "late: {} vs {want}",
+            late.index(0)
+        );
+        // The same information early is worth more: the run can be dropped before paying on.
+        let early = CurveRun::gaussian(mu, &[var, 0.0, 0.0], &[c, c, c], 201, false).unwrap();
+        assert!(early.index(0) > late.index(0) + 1e-6);
+    }
+}
+
+#[test]
+fn a_gaussian_run_without_variance_is_worth_its_mean_net_of_cost() {
+    let run = CurveRun::gaussian(0.7, &[0.0, 0.0], &[0.1, 0.05], 5, true).unwrap();
+    assert!((run.index(0) - 0.55).abs() < 1e-12, "{}", run.index(0));
+    let done = CurveRun::gaussian(0.7, &[], &[], 5, false).unwrap();
+    assert_eq!(done.index(0), 0.7);
+    assert!(done.nodes[0].is_complete());
+    let e = CurveRun::gaussian(0.0, &[1.0], &[0.1], 4, false).unwrap_err();
+    assert!(matches!(e, Error::InvalidInput { ref what, .. } if what == "points"));
+    let e = CurveRun::gaussian(0.0, &[1.0, -1.0], &[0.1, 0.1], 5, false).unwrap_err();
+    assert!(matches!(e, Error::InvalidInput { ref what, .. } if what == "variance_drops[1]"));
+    let e = CurveRun::gaussian(0.0, &[1.0], &[0.1, 0.1], 5, false).unwrap_err();
+    assert!(matches!(e, Error::DimensionMismatch { ref what, .. } if what == "variance_drops"));
+}
+
+/// A spread of information over many steps: the discretization converges as the grid refines,
+/// and the index policy on such runs is still exactly optimal (the DP check on a coarse grid).
+#[test]
+fn gaussian_runs_converge_and_stay_optimal() {
+    let drops = [0.3, 0.2, 0.1, 0.05];
+    let costs = [0.05, 0.05, 0.05, 0.05];
+    let g: Vec<f64> = [51, 101, 201, 401]
+        .iter()
+        .map(|&p| {
+            CurveRun::gaussian(0.0, &drops, &costs, p, false)
+                .unwrap()
+                .index(0)
+        })
+        .collect();
+    let diffs: Vec<f64> = g.windows(2).map(|w| (w[1] - w[0]).abs()).collect();
+    assert!(diffs[2] < 2e-3 && diffs[2] <= diffs[0] + 1e-12, "{g:?}");
+    let runs = vec![
+        CurveRun::gaussian(0.0, &[0.5, 0.1], &[0.1, 0.1], 7, false).unwrap(),
+        CurveRun::gaussian(0.2, &[0.05, 0.05], &[0.05, 0.05], 7, true).unwrap(),
+    ];
+    let ft = FreezeThaw::new(runs, Some(0.1)).unwrap();
+    let d = ft.decide();
+    let opt = ft.dp_optimum().unwrap();
+    assert!(
+        (opt - d.expected_utility).abs() < 1e-9,
+        "{opt} vs {}",
+        d.expected_utility
+    );
+}
