@@ -65,6 +65,7 @@ fn handler(r: Route) -> Option<MethodRouter<App>> {
 /// The router of [`ROUTES`] with the guard ([`guard`]) and the body size limit.
 pub fn router(app: App) -> axum::Router {
     let mut paths: Vec<&str> = ROUTES.iter().map(|r| r.path).collect();
+    paths.sort_unstable();
     paths.dedup();
     let mut router = axum::Router::new();
     for path in paths {
