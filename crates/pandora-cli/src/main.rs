@@ -10,6 +10,7 @@ mod freeze_thaw;
 mod input;
 mod plot;
 mod progress;
+mod serve_cmd;
 mod study_cmd;
 mod study_plot;
 mod study_text;
@@ -196,6 +197,9 @@ enum Command {
     /// Run a cost-varying-variable-subsets (BOCVS) experiment grid (`pandora cvs CONFIG.toml`,
     /// `pandora cvs summarize DIR`). See docs/cvs.md.
     Cvs(cvs_cmd::Args),
+    /// Serve the studies of one storage as a JSON HTTP API (ask/tell from any language). See
+    /// docs/serve.md.
+    Serve(serve_cmd::Args),
 }
 
 /// Commands that only print (no objective processes, no pipes of their own): when their reader
@@ -204,7 +208,11 @@ enum Command {
 fn default_sigpipe(command: &Command) {
     let printing = !matches!(
         command,
-        Command::Run { .. } | Command::Experiment(_) | Command::Cvs(_) | Command::Bench { .. }
+        Command::Run { .. }
+            | Command::Experiment(_)
+            | Command::Cvs(_)
+            | Command::Bench { .. }
+            | Command::Serve(_)
     );
     // SAFETY: called before any other thread exists; restores the default disposition that the
     // Rust runtime changed to "ignore".
@@ -320,6 +328,7 @@ fn main() {
         ),
         Command::Experiment(args) => experiment::main(args),
         Command::Cvs(args) => cvs_cmd::main(args),
+        Command::Serve(args) => serve_cmd::main(args),
     };
     if let Err(e) = result {
         // A last line of defence: whatever a driver or parser echoed, no password is printed.

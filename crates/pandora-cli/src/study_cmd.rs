@@ -610,26 +610,9 @@ pub fn ask(target: &Target, worker: Option<&str>, as_json: bool) -> Result<()> {
         str::to_string,
     );
     match study.ask(&w)? {
-        Ask::Trial(t) => {
-            let mut out = json!({"number": t.number, "params": t.params});
-            if let Some(c) = t.decision.cvs() {
-                // The control set: which parameters to set, which are left to chance (their
-                // realized values go to `pandora tell --random NAME=VALUE`), and the cost.
-                out["control_set"] = json!({
-                    "index": c.control_set,
-                    "name": c.name,
-                    "controlled": c.controlled,
-                    "random": c.random,
-                    "cost": c.cost,
-                });
-            }
-            if as_json {
-                println!("{out}");
-            } else {
-                println!("{}", asked_text(target, &t));
-            }
-        }
-        Ask::Finished(f) if as_json => println!("{}", json!({"finished": f.to_string()})),
+        ask @ Ask::Trial(_) if as_json => println!("{}", ask.to_json()),
+        Ask::Trial(t) => println!("{}", asked_text(target, &t)),
+        ask @ Ask::Finished(_) if as_json => println!("{}", ask.to_json()),
         Ask::Finished(f) => println!("no trial: the study is finished ({f})"),
     }
     Ok(())
@@ -709,36 +692,33 @@ pub fn tell(target: &Target, number: u64, args: TellArgs) -> Result<()> {
         random,
         json: as_json,
     } = args;
-    let mut study = target.study()?;
-    let trials = study.trials()?;
-    let trial = trials
-        .iter()
-        .find(|t| t.number == number)
-        .ok_or_else(|| anyhow!("trial {number} does not exist"))?;
-    let known = study.trial_cost(trial);
     let random = parse_random(&random)?;
+    // The flags' combinations in the flags' words; `Study::report` checks them again (for the
+    // HTTP API) and does the rest.
     if !random.is_empty() && failed.is_some() {
         bail!("--random: only with --objective (a failed trial has no realized values)");
     }
-    let t = match (objective, failed) {
+    match (objective, &failed) {
         (Some(_), Some(_)) => bail!("give either --objective or --failed"),
         (None, None) => bail!("give --objective V (and --cost C) or --failed REASON"),
-        (Some(objective), None) if study.config().cvs.is_some() => {
-            study.tell_realized(number, objective, cost, &random)?
-        }
-        (Some(_), None) if !random.is_empty() => {
-            bail!("--random: only a study with a [cvs] section has random parameters")
-        }
-        (Some(objective), None) => {
-            let cost = match (cost, study.config().cost.kind) {
-                (Some(c), _) => c,
-                (None, CostKind::Uniform | CostKind::Known) => known.unwrap_or(1.0),
-                (None, _) => bail!("--cost: required because cost.kind is reported or runtime"),
-            };
-            study.tell(number, &Outcome::Complete { objective, cost })?
-        }
-        (None, Some(reason)) => study.tell(number, &Outcome::Failed { reason, cost })?,
+        _ => {}
+    }
+    let mut study = target.study()?;
+    let report = pandora_study::Report {
+        objective,
+        cost,
+        failed,
+        random,
     };
+    let t = study.report(number, &report).map_err(|e| match e {
+        pandora_study::Error::NotFound(what) => anyhow!("{what} does not exist"),
+        pandora_study::Error::Invalid { what, reason }
+            if matches!(what.as_str(), "objective" | "cost" | "failed" | "random") =>
+        {
+            anyhow!("--{what}: {reason}")
+        }
+        e => e.into(),
+    })?;
     if let Some(late) = &t.late {
         eprintln!("warning: {late}");
     }
@@ -792,88 +772,8 @@ pub fn export(target: &Target, format: &str) -> Result<()> {
     let mut study = target.study()?;
     let trials = study.trials()?;
     match format {
-        "json" => {
-            let rows: Vec<serde_json::Value> = trials.iter().map(Trial::export_json).collect();
-            println!("{}", serde_json::to_string_pretty(&rows)?);
-        }
-        "csv" => {
-            let names: Vec<String> = study.space().names().map(str::to_string).collect();
-            let mut header = vec![
-                "number",
-                "state",
-                "objective",
-                "cost",
-                "worker",
-                "created_at",
-                "created_at_iso",
-                "finished_at",
-                "finished_at_iso",
-                "phase",
-                "acquisition_value",
-                "lambda",
-                "error",
-            ]
-            .into_iter()
-            .map(str::to_string)
-            .collect::<Vec<_>>();
-            // Studies with cost-varying variable subsets: the control set of every trial and
-            // the parameters it left random.
-            let cvs = study.config().cvs.is_some();
-            if cvs {
-                header.extend(["control_set".to_string(), "random".to_string()]);
-            }
-            header.extend(names.iter().map(|n| format!("param.{n}")));
-            println!(
-                "{}",
-                header
-                    .iter()
-                    .map(|h| crate::csv::field(h))
-                    .collect::<Vec<_>>()
-                    .join(",")
-            );
-            let num = |v: Option<f64>| v.map_or(String::new(), |x| format!("{x}"));
-            let iso = |v: Option<f64>| {
-                v.and_then(pandora_study::trial::iso8601_utc)
-                    .unwrap_or_default()
-            };
-            for t in &trials {
-                let mut row = vec![
-                    t.number.to_string(),
-                    t.state.as_str().to_string(),
-                    num(t.objective),
-                    num(t.cost),
-                    t.worker.clone().unwrap_or_default(),
-                    format!("{}", t.created_at),
-                    iso(Some(t.created_at)),
-                    num(t.finished_at),
-                    iso(t.finished_at),
-                    t.decision.phase.name().to_string(),
-                    num(t.decision.acquisition_value),
-                    num(t.decision.lambda),
-                    t.error.clone().unwrap_or_default(),
-                ];
-                if cvs {
-                    let c = t.decision.cvs();
-                    row.push(c.map_or(String::new(), |c| c.control_set.to_string()));
-                    row.push(c.map_or(String::new(), |c| c.random.join(" ")));
-                }
-                for n in &names {
-                    row.push(match &t.params[n] {
-                        serde_json::Value::String(s) => s.clone(),
-                        serde_json::Value::Null => String::new(),
-                        other => other.to_string(),
-                    });
-                }
-                println!(
-                    "{}",
-                    row.iter()
-                        .map(|f| crate::csv::field(f))
-                        .collect::<Vec<_>>()
-                        .join(",")
-                );
-            }
-        }
-        other => bail!("--format: expected csv or json, got '{other}'"),
+        "json" => println!("{}", pandora_study::export::json(&trials)?),
+        _ => print!("{}", pandora_study::export::csv(&study, &trials)),
     }
     Ok(())
 }

@@ -551,3 +551,66 @@ fn the_quickstart_optimizes_visibly_and_ends_with_a_summary_in_words() {
             .starts_with("budget exhausted")
     );
 }
+
+/// `pandora serve` refuses a non-loopback address without a token, a short token and a storage
+/// that does not open (without printing its password).
+#[test]
+fn serve_refuses_unsafe_or_broken_settings() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (code, _, err) = pandora(
+        d,
+        &["serve", "--storage", "sqlite:s.db", "--bind", "0.0.0.0:0"],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--token-file"), "{err}");
+    std::fs::write(d.join("token"), "short\n").unwrap();
+    let (code, _, err) = pandora(
+        d,
+        &["serve", "--storage", "sqlite:s.db", "--token-file", "token"],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("at least 16"), "{err}");
+    let url = "postgresql://u:pw-secret-9@127.0.0.1:1/db?connect_timeout=5";
+    let (code, _, err) = pandora(d, &["serve", "--storage", url, "--bind", "127.0.0.1:0"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(!err.contains("pw-secret-9"), "{err}");
+    assert!(err.contains("127.0.0.1"), "{err}");
+}
+
+/// A real `pandora serve` on a free loopback port: it answers, and exits 0 on SIGTERM.
+#[cfg(unix)]
+#[test]
+fn serve_answers_and_stops_on_sigterm() {
+    use std::io::{BufRead, Read, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_pandora"))
+        .args(["serve", "--storage", "sqlite:s.db", "--bind", "127.0.0.1:0"])
+        .current_dir(dir.path())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    stderr.read_line(&mut line).unwrap();
+    let addr = line
+        .split("http://")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no address in {line:?}"))
+        .to_string();
+    let mut conn = std::net::TcpStream::connect(&addr).unwrap();
+    conn.write_all(b"GET /api/studies HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut reply = String::new();
+    conn.read_to_string(&mut reply).unwrap();
+    assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
+    let pid = i32::try_from(child.id()).unwrap();
+    // SAFETY: sending a signal to our own child process.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(0), "{status:?}");
+    let mut rest = String::new();
+    stderr.read_to_string(&mut rest).unwrap();
+    assert!(rest.contains("shutting down"), "{rest}");
+}

@@ -10,9 +10,12 @@
 
 pub mod command;
 pub mod config;
+pub mod csv;
 pub mod cvs;
 pub mod error;
+pub mod export;
 pub mod redact;
+pub mod report;
 pub mod space;
 pub mod storage;
 pub mod study;
@@ -20,5 +23,6 @@ pub mod trial;
 
 pub use config::StudyConfig;
 pub use error::{Error, Result};
+pub use report::Report;
 pub use study::{Ask, Finished, LateOutcome, Recorded, StoppingStatus, Study, Summary, TimeSpent};
 pub use trial::{NewTrial, Outcome, Told, Trial, TrialCounts, TrialState};

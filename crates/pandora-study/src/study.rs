@@ -296,6 +296,11 @@ impl Study {
         Ok(study)
     }
 
+    /// Gives the storage back (e.g. to a connection pool) when the study is no longer needed.
+    pub fn into_storage(self) -> Box<dyn Storage> {
+        self.storage
+    }
+
     /// The configuration.
     pub fn config(&self) -> &StudyConfig {
         &self.config
