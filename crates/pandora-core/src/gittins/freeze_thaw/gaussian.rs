@@ -52,11 +52,11 @@ impl CurveRun {
         let mut grid = vec![mean];
         let mut first = 0;
         let mut cumulative = 0.0;
-        for t in 0..steps {
-            cumulative += variance_drops[t];
+        for (t, &drop) in variance_drops.iter().enumerate() {
+            cumulative += drop;
             let next_grid = grid_at(mean, cumulative, points);
             let base = first + grid.len();
-            let s = variance_drops[t].sqrt();
+            let s = drop.sqrt();
             for (i, &a) in grid.iter().enumerate() {
                 nodes[first + i].next = transitions(a, s, &next_grid)
                     .into_iter()
@@ -95,7 +95,7 @@ fn check_gaussian(mean: f64, drops: &[f64], costs: &[f64], points: usize) -> Res
             "must be finite and ≥ 0",
         ));
     }
-    if !(3..=1001).contains(&points) || points % 2 == 0 {
+    if !(3..=1001).contains(&points) || points.is_multiple_of(2) {
         return Err(Error::invalid(
             "points",
             format!("must be odd, from 3 to 1001, got {points}"),
