@@ -449,12 +449,7 @@ pub fn fit(
         })
         .collect();
     let evaluations = results.iter().map(|r| r.2).sum();
-    let (best_start, best) = results
-        .iter()
-        .enumerate()
-        .filter(|(_, r)| r.1.is_finite())
-        .min_by(|a, b| a.1.1.total_cmp(&b.1.1))
-        .ok_or_else(|| Error::Numerical("every hyperparameter start failed".into()))?;
+    let (best_start, best) = best_of_starts(&results, "hyperparameter")?;
     let (kernel, noise) = unpack(&best.0, &layout, opts);
     let mean = (!opts.fit_mean).then_some(opts.fixed_mean);
     let mean = log_marginal_likelihood_profiled(&kernel, noise, mean, x, y)?.1;
@@ -473,4 +468,21 @@ pub fn fit(
         evaluations,
         best_start,
     })
+}
+
+/// One start of a multi-start fit: the final parameters, objective and number of evaluations.
+pub(crate) type StartResult = (Vec<f64>, f64, usize);
+
+/// The start with the smallest finite objective among multi-start results, and its position; an
+/// error naming `what` when every start failed.
+pub(crate) fn best_of_starts<'a>(
+    results: &'a [StartResult],
+    what: &str,
+) -> Result<(usize, &'a StartResult)> {
+    results
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r.1.is_finite())
+        .min_by(|a, b| a.1.1.total_cmp(&b.1.1))
+        .ok_or_else(|| Error::Numerical(format!("every {what} start failed")))
 }

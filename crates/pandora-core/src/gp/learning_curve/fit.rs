@@ -9,7 +9,7 @@
 //! the fitted hyperparameters are mapped back and the returned model works in the user's units.
 
 use crate::error::{Error, Result};
-use crate::gp::fit::Prior;
+use crate::gp::fit::{Prior, best_of_starts};
 use crate::gp::kernel::KernelKind;
 use crate::gp::learning_curve::posterior::{
     CurvePrediction, LcParams, LcPosterior, Run, validate_runs,
@@ -302,12 +302,7 @@ impl LearningCurveGp {
             })
             .collect();
         let evaluations = results.iter().map(|r| r.2).sum();
-        let (best_start, best) = results
-            .iter()
-            .enumerate()
-            .filter(|(_, r)| r.1.is_finite())
-            .min_by(|a, b| a.1.1.total_cmp(&b.1.1))
-            .ok_or_else(|| Error::Numerical("every learning-curve fit start failed".into()))?;
+        let (best_start, best) = best_of_starts(&results, "learning-curve fit")?;
         let params = sc.map(&LcParams::from_theta(opts.kind, &best.0)?, true);
         let posterior = LcPosterior::new(data, params)?;
         // The standardized log posterior differs from the user's units by M·log s.
