@@ -13,6 +13,7 @@ pub mod config;
 pub mod cvs;
 pub mod error;
 pub mod redact;
+pub mod shutdown;
 pub mod space;
 pub mod storage;
 pub mod study;
