@@ -337,7 +337,7 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
 /// What became of an evaluated trial.
 enum Ending {
     /// Its outcome was recorded.
-    Told(Recorded),
+    Told(Box<Recorded>),
     /// It was abandoned (the worker was stopped by a signal).
     Abandoned,
 }
@@ -374,7 +374,9 @@ fn evaluate_and_tell(
             Some(reason) => study
                 .abandon(trial.number, &reason)
                 .map(|_| Ending::Abandoned),
-            None => study.tell(trial.number, &outcome).map(Ending::Told),
+            None => study
+                .tell(trial.number, &outcome)
+                .map(|r| Ending::Told(Box::new(r))),
         }
         .with_context(|| format!("storing trial {}", trial.number));
         drop(alive);
@@ -473,7 +475,7 @@ impl Workers<'_> {
                     evaluate(s, t, builtin, dir, stop)
                 })?;
             let recorded = match ending {
-                Ending::Told(r) => r,
+                Ending::Told(r) => *r,
                 Ending::Abandoned => {
                     lock(&self.after_signal).abandoned.push(trial.number);
                     break;
