@@ -236,6 +236,10 @@ fn supervise(
         if let Some(s) = recv_until(exited, wake) {
             return Ended::Exited(s);
         }
+        if wake.is_none() {
+            // The reaping thread ended without a status (it cannot, short of a panic).
+            return Ended::Exited(Err(std::io::Error::other("the command's status was lost")));
+        }
     }
 }
 
