@@ -47,6 +47,11 @@ enum Command {
         /// End with the summary as JSON (for scripts) instead of in words.
         #[arg(long)]
         json: bool,
+        /// On SIGTERM/SIGINT, no new trial; the running evaluations get this many seconds to
+        /// finish, then are stopped and their trials abandoned (at once on a second signal).
+        /// The default fits Slurm's default KillWait of 30 s. See docs/studies.md.
+        #[arg(long, value_name = "SECONDS", default_value_t = pandora_study::shutdown::DEFAULT_GRACE_S)]
+        grace: f64,
     },
     /// Hand out the next trial of a study (for loops driven by another program).
     Ask {
@@ -245,6 +250,7 @@ fn main() {
             quiet,
             abandon_after,
             json,
+            grace,
         } => study_cmd::run(
             &target,
             &study_cmd::RunOptions {
@@ -252,6 +258,7 @@ fn main() {
                 quiet,
                 abandon_after_s: abandon_after,
                 json,
+                grace_s: grace,
             },
         ),
         Command::Ask {

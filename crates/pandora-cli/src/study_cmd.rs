@@ -10,13 +10,14 @@ use anyhow::{Context, Result, anyhow, bail};
 use pandora_problems::Problem;
 use pandora_study::command::{self, CommandSpec, Reported};
 use pandora_study::config::{CostKind, MAX_DURATION_S, ObjectiveKind};
+use pandora_study::shutdown::{self, Shutdown, StopSignal};
 use pandora_study::space::Direction;
 use pandora_study::storage::Storage;
 use pandora_study::{Ask, Outcome, Recorded, Study, StudyConfig, Trial, TrialState};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, mpsc};
+use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
 /// The environment variable that gives the storage URL when neither `--storage` nor the
@@ -149,6 +150,18 @@ pub fn open_study(path: &str) -> Result<Study> {
 /// The result of evaluating one trial.
 struct Evaluation {
     outcome: Outcome,
+    /// Set when the worker was stopped by a signal and the evaluation did not succeed: the trial
+    /// is abandoned with this reason instead of being told.
+    abandon: Option<String>,
+}
+
+impl Evaluation {
+    fn told(outcome: Outcome) -> Self {
+        Self {
+            outcome,
+            abandon: None,
+        }
+    }
 }
 
 /// Evaluates a trial of a `[cvs]` study on its builtin problem: nature (the random parameters'
@@ -170,7 +183,7 @@ fn evaluate_cvs(study: &Study, trial: &Trial, builtin: &dyn Problem) -> Evaluati
             cost: None,
         },
     };
-    Evaluation { outcome }
+    Evaluation::told(outcome)
 }
 
 /// The working directory of a command objective: the configuration file's directory (absolute),
@@ -189,25 +202,37 @@ fn command_dir(target: &Target) -> Result<Option<PathBuf>> {
     Ok(Some(dir))
 }
 
-/// Runs the objective command on `trial` in `dir` (see [`command`]).
+/// Runs the objective command on `trial` in `dir` (see [`command`]), stopped by `stop`'s
+/// deadline; returns its result, its wall time, and why its trial is abandoned, if it is: it was
+/// stopped at the end of the grace period, or failed after the signal (a scheduler signals every
+/// process of the job, so the evaluation may have been killed by the same signal).
 fn run_objective_command(
     cmd: &[String],
     timeout_s: Option<f64>,
     dir: Option<&Path>,
     trial: &Trial,
-) -> (std::result::Result<Reported, String>, f64) {
+    stop: Option<&Shutdown>,
+) -> (std::result::Result<Reported, String>, f64, Option<String>) {
     // Validated by the configuration; checked again, as converting may not panic.
     let timeout = match timeout_s.map(Duration::try_from_secs_f64).transpose() {
         Ok(t) => t,
-        Err(e) => return (Err(format!("objective.timeout_s: {e}")), 0.0),
+        Err(e) => return (Err(format!("objective.timeout_s: {e}")), 0.0, None),
     };
     let spec = CommandSpec {
         argv: cmd,
         dir,
         timeout,
+        stop,
     };
     let ev = command::run(&spec, trial.params.to_string().as_bytes());
-    (ev.result.map_err(|e| e.to_string()), ev.elapsed_s)
+    let abandon = match (&ev.result, stop.and_then(Shutdown::signal)) {
+        (Err(e @ command::CommandError::Stopped { .. }), _) => Some(format!("abandoned: {e}")),
+        (Err(e), Some(signal)) => Some(format!(
+            "abandoned: stopped by {signal}; the evaluation then failed: {e}"
+        )),
+        _ => None,
+    };
+    (ev.result.map_err(|e| e.to_string()), ev.elapsed_s, abandon)
 }
 
 /// Evaluates `trial`: on `builtin` (the study's builtin problem, built once per run) or by running
@@ -217,25 +242,26 @@ fn evaluate(
     trial: &Trial,
     builtin: Option<&dyn Problem>,
     dir: Option<&Path>,
+    stop: Option<&Shutdown>,
 ) -> Evaluation {
     let cfg = study.config();
     if let (Some(_), Some(b)) = (&cfg.cvs, builtin) {
         return evaluate_cvs(study, trial, b);
     }
     let known = study.known_cost(&trial.x);
-    let (result, elapsed) = if let Some(b) = builtin {
+    let (result, elapsed, abandon) = if let Some(b) = builtin {
         let start = Instant::now();
         let objective = b.eval(&trial.x);
         let reported = Reported {
             objective,
             cost: None,
         };
-        (Ok(reported), start.elapsed().as_secs_f64())
+        (Ok(reported), start.elapsed().as_secs_f64(), None)
     } else if let Some(cmd) = cfg.objective.command.as_ref() {
-        run_objective_command(cmd, cfg.objective.timeout_s, dir, trial)
+        run_objective_command(cmd, cfg.objective.timeout_s, dir, trial, stop)
     } else {
         // `run` refuses external objectives before any trial is handed out.
-        (Err(EXTERNAL_RUN.to_string()), 0.0)
+        (Err(EXTERNAL_RUN.to_string()), 0.0, None)
     };
     let cost_of = |reported: Option<f64>| -> std::result::Result<f64, String> {
         match cfg.cost.kind {
@@ -263,7 +289,7 @@ fn evaluate(
             Outcome::Failed { reason, cost }
         }
     };
-    Evaluation { outcome }
+    Evaluation { outcome, abandon }
 }
 
 /// Seconds between heartbeats of a running evaluation: the same in every `pandora run`, whatever
@@ -308,8 +334,17 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
         .unwrap_or_else(|| "no message".to_string())
 }
 
-/// Evaluates `trial` with `eval` while its heartbeat is kept fresh, and records the outcome as
-/// soon as the evaluation returns, before anything else (the heartbeat stops after).
+/// What became of an evaluated trial.
+enum Ending {
+    /// Its outcome was recorded.
+    Told(Box<Recorded>),
+    /// It was abandoned (the worker was stopped by a signal).
+    Abandoned,
+}
+
+/// Evaluates `trial` with `eval` while its heartbeat is kept fresh, and records the outcome (or
+/// abandons the trial, when the evaluation says so) as soon as the evaluation returns, before
+/// anything else (the heartbeat stops after).
 ///
 /// A panic during the evaluation fails the trial ("internal error: ...") and is returned (the
 /// run then ends with an error); the heartbeat stops whatever happens.
@@ -319,7 +354,7 @@ fn evaluate_and_tell(
     trial: &Trial,
     every: Duration,
     eval: impl FnOnce(&Study, &Trial) -> Evaluation,
-) -> Result<(Recorded, Option<String>)> {
+) -> Result<(Ending, Option<String>)> {
     let name = study.config().study.name.clone();
     std::thread::scope(|s| {
         // Dropped on every way out of this closure, unwinding included: the heartbeat ends.
@@ -327,19 +362,25 @@ fn evaluate_and_tell(
         s.spawn(move || heartbeat(url, &name, trial.number, every, stop));
         let evaluated =
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| eval(&*study, trial)));
-        let (outcome, panicked) = match evaluated {
-            Ok(ev) => (ev.outcome, None),
+        let (outcome, abandon, panicked) = match evaluated {
+            Ok(ev) => (ev.outcome, ev.abandon, None),
             Err(payload) => {
                 let msg = panic_message(&*payload);
                 let reason = format!("internal error: the evaluation panicked: {msg}");
-                (Outcome::Failed { reason, cost: None }, Some(msg))
+                (Outcome::Failed { reason, cost: None }, None, Some(msg))
             }
         };
-        let told = study
-            .tell(trial.number, &outcome)
-            .with_context(|| format!("storing trial {}", trial.number));
+        let ending = match abandon {
+            Some(reason) => study
+                .abandon(trial.number, &reason)
+                .map(|_| Ending::Abandoned),
+            None => study
+                .tell(trial.number, &outcome)
+                .map(|r| Ending::Told(Box::new(r))),
+        }
+        .with_context(|| format!("storing trial {}", trial.number));
         drop(alive);
-        told.map(|r| (r, panicked))
+        ending.map(|e| (e, panicked))
     })
 }
 
@@ -398,6 +439,10 @@ struct Workers<'a> {
     builtin: Option<Box<dyn Problem>>,
     /// Set when a worker ends with an error: the others stop asking for trials.
     stop: AtomicBool,
+    /// `SIGTERM`/`SIGINT`: no new trial, a grace period for the running ones.
+    shutdown: Arc<Shutdown>,
+    /// Trials finished or abandoned after the signal.
+    after_signal: Mutex<AfterSignal>,
     streak: Mutex<FailureStreak>,
     /// Held while a trial's summary is computed and its line printed: lines come whole, in the
     /// order of their summaries (the counts and the cost spent never go back).
@@ -405,20 +450,40 @@ struct Workers<'a> {
 }
 
 impl Workers<'_> {
-    /// One worker: asks, evaluates and tells until the study is finished (`Some(reason)`) or
-    /// another worker failed (`None`).
+    /// One worker: asks, evaluates and tells until the study is finished (`Some(reason)`),
+    /// another worker failed or a signal came (`None`).
     fn work(&self, worker: &str) -> Result<Option<String>> {
         let (mut study, url) = self.target.open()?;
-        while !self.stop.load(Ordering::SeqCst) {
+        while !self.stop.load(Ordering::SeqCst) && self.shutdown.signal().is_none() {
             let trial = match study.ask(worker)? {
                 Ask::Finished(f) => return Ok(Some(f.to_string())),
                 Ask::Trial(t) => t,
             };
+            // A signal during the ask: the trial is given back before its evaluation starts.
+            if let Some(signal) = self.shutdown.signal() {
+                let reason = format!("abandoned: stopped by {signal} before the evaluation");
+                study
+                    .abandon(trial.number, &reason)
+                    .with_context(|| format!("storing trial {}", trial.number))?;
+                lock(&self.after_signal).abandoned.push(trial.number);
+                break;
+            }
             let (dir, builtin) = (self.dir.as_deref(), self.builtin.as_deref());
-            let (recorded, panicked) =
+            let stop = Some(&*self.shutdown);
+            let (ending, panicked) =
                 evaluate_and_tell(&mut study, &url, &trial, self.every, |s, t| {
-                    evaluate(s, t, builtin, dir)
+                    evaluate(s, t, builtin, dir, stop)
                 })?;
+            let recorded = match ending {
+                Ending::Told(r) => *r,
+                Ending::Abandoned => {
+                    lock(&self.after_signal).abandoned.push(trial.number);
+                    break;
+                }
+            };
+            if self.shutdown.signal().is_some() {
+                lock(&self.after_signal).finished.push(trial.number);
+            }
             if let Some(late) = &recorded.late {
                 self.progress.warn(&late.to_string());
             }
@@ -454,6 +519,39 @@ impl Workers<'_> {
     }
 }
 
+/// The trials of a run that ended after its stop signal.
+#[derive(Debug, Default)]
+struct AfterSignal {
+    /// Told during the grace period.
+    finished: Vec<u64>,
+    /// Abandoned: still running at its end, or handed out as the signal came.
+    abandoned: Vec<u64>,
+}
+
+impl AfterSignal {
+    /// "stopped by SIGTERM: 1 trial finished during the grace period, trial 17 abandoned".
+    fn line(&self, signal: StopSignal) -> String {
+        let mut parts = Vec::new();
+        match self.finished.len() {
+            0 => {}
+            1 => parts.push("1 trial finished during the grace period".to_string()),
+            n => parts.push(format!("{n} trials finished during the grace period")),
+        }
+        let mut abandoned = self.abandoned.clone();
+        abandoned.sort_unstable();
+        let numbers: Vec<String> = abandoned.iter().map(u64::to_string).collect();
+        match numbers.len() {
+            0 => {}
+            1 => parts.push(format!("trial {} abandoned", numbers[0])),
+            _ => parts.push(format!("trials {} abandoned", numbers.join(", "))),
+        }
+        if parts.is_empty() {
+            parts.push("no trial was running".to_string());
+        }
+        format!("stopped by {signal}: {}", parts.join(", "))
+    }
+}
+
 /// Options of `pandora run`.
 #[derive(Debug, Clone)]
 pub struct RunOptions {
@@ -465,6 +563,8 @@ pub struct RunOptions {
     pub abandon_after_s: f64,
     /// End with the JSON summary instead of the summary in words.
     pub json: bool,
+    /// Seconds the running evaluations may take to finish after `SIGTERM`/`SIGINT`.
+    pub grace_s: f64,
 }
 
 /// Why `pandora run` cannot evaluate a study with an external objective.
@@ -473,15 +573,24 @@ const EXTERNAL_RUN: &str = "has an external objective ([objective] kind = \"exte
      `pandora ask` and `pandora tell` (or Python), or give the configuration an [objective] \
      command for `pandora run`";
 
-/// `pandora run CONFIG [--workers K] [--quiet] [--abandon-after S]`.
+/// `pandora run CONFIG [--workers K] [--quiet] [--abandon-after S] [--grace S]`.
 ///
 /// Refuses (an error, exit code 2) a study whose objective is external
 /// (`[objective] kind = "external"`), before changing anything; ends with an error when a worker
 /// fails (storage error, panic) or trials keep failing the same way ([`SAME_FAILURES_AT_START`],
 /// [`SAME_FAILURES`]).
+///
+/// On `SIGTERM` or `SIGINT` no trial is handed out any more; the running evaluations may finish
+/// within `--grace` seconds, after which they are stopped and their trials abandoned (at once
+/// on a second signal); the run then ends normally, saying so in one line on stderr
+/// ([`pandora_study::shutdown`]).
 pub fn run(target: &Target, opts: &RunOptions) -> Result<()> {
     if opts.workers == 0 {
         bail!("--workers: must be at least 1, got 0");
+    }
+    let grace = opts.grace_s;
+    if !(grace.is_finite() && (0.0..=MAX_DURATION_S).contains(&grace)) {
+        bail!("--grace: must be a number of seconds from 0 to {MAX_DURATION_S}, got {grace}");
     }
     let stale = opts.abandon_after_s;
     if !(stale.is_finite() && (MIN_ABANDON_S..=MAX_DURATION_S).contains(&stale)) {
@@ -508,6 +617,8 @@ pub fn run(target: &Target, opts: &RunOptions) -> Result<()> {
             ));
         }
         progress.start(&study.summary()?);
+        let shutdown = shutdown::listen(Duration::from_secs_f64(grace))
+            .context("listening for SIGTERM and SIGINT")?;
         Workers {
             target,
             progress,
@@ -515,6 +626,8 @@ pub fn run(target: &Target, opts: &RunOptions) -> Result<()> {
             dir: command_dir(target)?,
             builtin: study.config().builtin_problem()?,
             stop: AtomicBool::new(false),
+            shutdown,
+            after_signal: Mutex::new(AfterSignal::default()),
             streak: Mutex::new(FailureStreak::default()),
             report: Mutex::new(()),
         }
@@ -542,6 +655,11 @@ pub fn run(target: &Target, opts: &RunOptions) -> Result<()> {
             first_reason.get_or_insert(reason);
         }
     }
+    let signal_line = workers.shutdown.signal().map(|signal| {
+        let line = lock(&workers.after_signal).line(signal);
+        eprintln!("{line}");
+        line
+    });
     let mut study = target.study()?;
     let s = study.summary()?;
     if opts.json {
@@ -549,7 +667,7 @@ pub fn run(target: &Target, opts: &RunOptions) -> Result<()> {
             "{}",
             serde_json::to_string_pretty(&json!({
                 "study": study.config().study.name,
-                "stopped": first_reason,
+                "stopped": signal_line.or(first_reason),
                 "summary": summary_json(&s),
             }))?
         );
@@ -558,6 +676,7 @@ pub fn run(target: &Target, opts: &RunOptions) -> Result<()> {
         print!("{}", text::summary(&text_context(&study, &trials), &s));
         let c = study.config();
         if s.stop_reason.is_none()
+            && signal_line.is_none()
             && let Some(r) = &first_reason
         {
             println!("finished: {r}");
@@ -828,7 +947,10 @@ mod tests {
             );
             let stored = study.trials().unwrap();
             let _ = tx.send((
-                r.map(|(t, p)| (t.trial.state, t.trial.error, p)).ok(),
+                r.ok().and_then(|(e, p)| match e {
+                    Ending::Told(t) => Some((t.trial.state, t.trial.error, p)),
+                    Ending::Abandoned => None,
+                }),
                 stored,
             ));
         });

@@ -19,6 +19,11 @@
 //! * **Timeouts kill the group.** At the deadline the whole group gets `SIGTERM`; the command has
 //!   [`KILL_GRACE`] to exit, then the group gets `SIGKILL`. The trial fails with "timed out after
 //!   T s".
+//! * **The worker's shutdown stops it like a timeout.** Given the worker's
+//!   [`Shutdown`](crate::shutdown::Shutdown) (`pandora run` on `SIGTERM`/`SIGINT`), the runner
+//!   checks it at least every [`TICK`]; once its grace period has ended, the group gets `SIGTERM`
+//!   and, [`KILL_GRACE`] later, `SIGKILL` (at once after a second signal), and the evaluation
+//!   fails with [`CommandError::Stopped`].
 //! * **The evaluation ends with its command.** When the command has exited (or been killed), every
 //!   process still in its group is killed with `SIGKILL`: background jobs it left behind are part
 //!   of the evaluation, not something that outlives it. The pipes are then read to their end,
@@ -53,6 +58,8 @@ use std::process::{Child, ChildStderr, ChildStdout, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
+use crate::shutdown::{Shutdown, StopSignal, TICK};
+
 /// Time between `SIGTERM` and `SIGKILL` when a command times out.
 pub const KILL_GRACE: Duration = Duration::from_secs(5);
 /// How long the pipes are read after the command's group was killed.
@@ -71,6 +78,9 @@ pub struct CommandSpec<'a> {
     pub dir: Option<&'a Path>,
     /// Time limit of one evaluation.
     pub timeout: Option<Duration>,
+    /// The worker's shutdown state: past its deadline, the command is stopped like a timed-out
+    /// one (immediately with `SIGKILL` once it is urgent) and fails with [`CommandError::Stopped`].
+    pub stop: Option<&'a Shutdown>,
 }
 
 /// What a command reported.
@@ -98,6 +108,13 @@ pub enum CommandError {
     Timeout {
         /// The time limit.
         seconds: f64,
+    },
+    /// The worker was stopped by a signal and the grace period ended before the command (its
+    /// process group was killed).
+    #[error("stopped by {signal}: the grace period ended before the evaluation")]
+    Stopped {
+        /// The first signal the worker received.
+        signal: StopSignal,
     },
     /// The command exited unsuccessfully.
     #[error("{status}{}", if stderr.is_empty() { String::new() } else { format!("; stderr: {stderr}") })]
@@ -145,18 +162,12 @@ pub fn run(spec: &CommandSpec, input: &[u8]) -> Evaluation {
     let err = Capture::start(child.stderr.take(), 4 * STDERR_KEEP_CHARS);
     let exited = wait_in_background(child);
     let deadline = spec.timeout.and_then(|t| start.checked_add(t));
-    let status = match recv_until(&exited, deadline) {
-        Some(s) => s.map_err(CommandError::Wait),
-        None => {
-            signal_group(pid, Signal::Term);
-            if recv_until(&exited, Some(Instant::now() + KILL_GRACE)).is_none() {
-                signal_group(pid, Signal::Kill);
-                let _ = recv_until(&exited, Some(Instant::now() + PIPE_GRACE));
-            }
-            Err(CommandError::Timeout {
-                seconds: spec.timeout.unwrap_or_default().as_secs_f64(),
-            })
-        }
+    let status = match supervise(&exited, pid, deadline, spec.stop) {
+        Ended::Exited(s) => s.map_err(CommandError::Wait),
+        Ended::TimedOut => Err(CommandError::Timeout {
+            seconds: spec.timeout.unwrap_or_default().as_secs_f64(),
+        }),
+        Ended::Stopped(signal) => Err(CommandError::Stopped { signal }),
     };
     let elapsed_s = start.elapsed().as_secs_f64();
     // Whatever the command left behind in its group goes with it; the watchdog (a member) kept
@@ -186,6 +197,80 @@ pub fn run(spec: &CommandSpec, input: &[u8]) -> Evaluation {
         parse_output(&String::from_utf8_lossy(&stdout.kept)).map_err(CommandError::Output)
     });
     Evaluation { result, elapsed_s }
+}
+
+/// How an evaluation ended.
+enum Ended {
+    /// The command exited by itself.
+    Exited(std::io::Result<ExitStatus>),
+    /// It ran past its time limit and was killed.
+    TimedOut,
+    /// The worker's grace period ended first and it was killed.
+    Stopped(StopSignal),
+}
+
+/// Waits for the command (group `pid`) to exit, or for its time limit (`deadline`) or the
+/// worker's shutdown deadline to pass, whichever comes first; in the latter cases stops the group.
+fn supervise(
+    exited: &mpsc::Receiver<std::io::Result<ExitStatus>>,
+    pid: u32,
+    deadline: Option<Instant>,
+    stop: Option<&Shutdown>,
+) -> Ended {
+    loop {
+        let now = Instant::now();
+        let stop_at = stop.and_then(Shutdown::deadline);
+        if let Some(signal) = stop.and_then(Shutdown::signal)
+            && stop_at.is_some_and(|d| d <= now)
+        {
+            terminate(exited, pid, stop);
+            return Ended::Stopped(signal);
+        }
+        if deadline.is_some_and(|d| d <= now) {
+            terminate(exited, pid, stop);
+            return Ended::TimedOut;
+        }
+        // With a shutdown to watch, wake up every tick to see whether a signal came.
+        let tick = stop.map(|_| now + TICK);
+        let wake = [deadline, stop_at, tick].into_iter().flatten().min();
+        if let Some(s) = recv_until(exited, wake) {
+            return Ended::Exited(s);
+        }
+        if wake.is_none() {
+            // The reaping thread ended without a status (it cannot, short of a panic).
+            return Ended::Exited(Err(std::io::Error::other("the command's status was lost")));
+        }
+    }
+}
+
+/// Stops the group `pid`: `SIGTERM`, then `SIGKILL` after [`KILL_GRACE`] (at once when the
+/// worker's shutdown is or becomes urgent).
+fn terminate(
+    exited: &mpsc::Receiver<std::io::Result<ExitStatus>>,
+    pid: u32,
+    stop: Option<&Shutdown>,
+) {
+    let urgent = || stop.is_some_and(Shutdown::urgent);
+    if !urgent() {
+        signal_group(pid, Signal::Term);
+        let kill_at = Instant::now() + KILL_GRACE;
+        loop {
+            let now = Instant::now();
+            if now >= kill_at || urgent() {
+                break;
+            }
+            let wake = if stop.is_some() {
+                kill_at.min(now + TICK)
+            } else {
+                kill_at
+            };
+            if recv_until(exited, Some(wake)).is_some() {
+                return;
+            }
+        }
+    }
+    signal_group(pid, Signal::Kill);
+    let _ = recv_until(exited, Some(Instant::now() + PIPE_GRACE));
 }
 
 /// The program to execute: a relative path with a directory part (`./train.sh`,

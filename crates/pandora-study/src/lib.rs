@@ -16,6 +16,7 @@ pub mod error;
 pub mod export;
 pub mod redact;
 pub mod report;
+pub mod shutdown;
 pub mod space;
 pub mod storage;
 pub mod study;

@@ -62,6 +62,11 @@ pub trait Storage: Send {
     /// Marks running trials whose last heartbeat is older than `timeout_s` as abandoned;
     /// returns their numbers.
     fn abandon_stale(&mut self, study: &str, timeout_s: f64) -> Result<Vec<u64>>;
+
+    /// Marks trial `number` abandoned with `reason` if it is running (its worker gives it up,
+    /// e.g. when stopped by a signal); returns whether it was. A trial already told or abandoned
+    /// is left as it is (`false`); a late outcome is recorded as for [`Storage::abandon_stale`].
+    fn abandon(&mut self, study: &str, number: u64, reason: &str) -> Result<bool>;
 }
 
 /// Opens the storage named by a URL: `sqlite:PATH` (also `sqlite://PATH`, `sqlite::memory:`;

@@ -500,6 +500,13 @@ impl Study {
             .abandon_stale(&self.config.study.name, timeout_s)
     }
 
+    /// Gives up running trial `number` (marks it abandoned with `reason`, so that its point may
+    /// be proposed again); returns whether it was running. See [`Storage::abandon`].
+    pub fn abandon(&mut self, number: u64, reason: &str) -> Result<bool> {
+        self.storage
+            .abandon(&self.config.study.name, number, reason)
+    }
+
     /// The best complete trial (in the study's direction).
     pub fn best(&mut self) -> Result<Option<Trial>> {
         Ok(self.summary()?.best)

@@ -750,3 +750,30 @@ fn complete_at_replaces_the_point_and_is_durable() {
     assert_eq!(t.x, vec![0.0, 0.25]);
     assert_eq!((t.objective, t.cost), (Some(1.0), Some(0.5)));
 }
+
+#[test]
+fn abandon_gives_up_one_running_trial_and_leaves_the_others() {
+    let mut s = SqliteStorage::open(":memory:").unwrap();
+    s.open_study("s", "{}").unwrap();
+    ask(&mut s, "s", "w");
+    ask(&mut s, "s", "w");
+    assert!(s.abandon("s", 1, "abandoned: stopped by SIGTERM").unwrap());
+    let trials = s.trials("s").unwrap();
+    assert_eq!(trials[0].state, TrialState::Running);
+    assert_eq!(trials[1].state, TrialState::Abandoned);
+    assert_eq!(
+        trials[1].error.as_deref(),
+        Some("abandoned: stopped by SIGTERM")
+    );
+    // Once abandoned (or told), nothing changes; a late outcome is still recorded.
+    assert!(!s.abandon("s", 1, "again").unwrap());
+    let ok = Outcome::Complete {
+        objective: 1.0,
+        cost: 1.0,
+    };
+    assert!(s.tell_outcome("s", 1, &ok).unwrap().late);
+    assert!(!s.abandon("s", 1, "again").unwrap());
+    assert_eq!(s.trials("s").unwrap()[1].state, TrialState::Complete);
+    assert!(matches!(s.abandon("s", 7, "r"), Err(Error::NotFound(_))));
+    assert!(matches!(s.abandon("nope", 0, "r"), Err(Error::NotFound(_))));
+}

@@ -153,6 +153,7 @@ struct Statements {
     study_trials: Statement,
     heartbeat: Statement,
     abandon: Statement,
+    abandon_one: Statement,
 }
 
 impl Statements {
@@ -202,6 +203,10 @@ impl Statements {
                  WHERE study = $1 AND state = 'running' AND heartbeat_at < {NOW} - $2::float8 \
                  RETURNING number"
             ))?,
+            abandon_one: c.prepare(
+                "UPDATE trials SET state = 'abandoned', error = $3 \
+                 WHERE study = $1 AND number = $2 AND state = 'running'",
+            )?,
         })
     }
 }
@@ -826,6 +831,22 @@ impl Storage for PostgresStorage {
             .collect::<Result<Vec<u64>>>()?;
         numbers.sort_unstable();
         Ok(numbers)
+    }
+
+    fn abandon(&mut self, study: &str, number: u64, reason: &str) -> Result<bool> {
+        check_name("study name", study)?;
+        let n = to_sql_number(number)?;
+        if self
+            .client
+            .execute(&self.st.abandon_one, &[&study, &n, &reason])?
+            == 1
+        {
+            return Ok(true);
+        }
+        match self.client.query_opt(&self.st.trial_state, &[&study, &n])? {
+            None => Err(self.trial_not_found(study, number)),
+            Some(_) => Ok(false),
+        }
     }
 }
 

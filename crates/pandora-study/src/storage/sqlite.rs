@@ -608,4 +608,26 @@ impl Storage for SqliteStorage {
         tx.commit()?;
         Ok(numbers)
     }
+
+    fn abandon(&mut self, study: &str, number: u64, reason: &str) -> Result<bool> {
+        let n = to_sql_number(number)?;
+        let tx = self.immediate()?;
+        let changed = tx
+            .prepare_cached(
+                "UPDATE trials SET state = 'abandoned', error = ?3 \
+                 WHERE study = ?1 AND number = ?2 AND state = 'running'",
+            )?
+            .execute(params![study, n, reason])?;
+        if changed == 0 {
+            let exists = tx
+                .prepare_cached("SELECT 1 FROM trials WHERE study = ?1 AND number = ?2")?
+                .query_row(params![study, n], |_| Ok(()))
+                .optional()?;
+            if exists.is_none() {
+                return Err(trial_not_found(&tx, study, number));
+            }
+        }
+        tx.commit()?;
+        Ok(changed == 1)
+    }
 }
