@@ -36,7 +36,7 @@ mod tests {
         let dp = out.dp_expected_utility.unwrap();
         assert!((dp - out.expected_utility).abs() < 1e-9, "{out:?}");
         assert!((dp - out.dp_index_policy_utility.unwrap()).abs() < 1e-9);
-        assert_eq!(out.runs.len(), 3);
+        assert_eq!(out.runs.len(), 4);
     }
 
     #[test]
@@ -55,6 +55,14 @@ mod tests {
             (
                 EXAMPLE.replacen("0.4, 0.3]", "0.4, 0.4]", 1),
                 "runs[2].walk.increments.probs",
+            ),
+            (
+                EXAMPLE.replacen("\"points\": 5", "\"points\": 4", 1),
+                "runs[3].gaussian.points",
+            ),
+            (
+                EXAMPLE.replacen("\"gaussian\": {", "\"at\": 1, \"gaussian\": {", 1),
+                "runs[3].at",
             ),
             (
                 EXAMPLE.replacen("\"fallback\": 0.6", "\"fallback\": \"x\"", 1),

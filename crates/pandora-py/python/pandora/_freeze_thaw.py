@@ -21,6 +21,9 @@ def freeze_thaw(runs: Sequence[Dict[str, Any]], fallback: Optional[float] = None
       ``{"node": j, "prob": p}``; empty for a complete state, whose value may be kept);
     * ``walk``: ``{"from": v, "steps": T, "step_cost": c, "increments": {"values": [...],
       "probs": [...]}, "started": False}``, a curve moving by a random increment per step;
+    * ``gaussian``: ``{"mean": m, "variance_drops": [...], "step_costs": [...], "points": 41,
+      "started": False}``, a run whose final value is predicted by a Gaussian model (each step
+      removes ``variance_drops[t]`` of the final value's variance);
 
     and an optional ``name``. ``fallback`` is a value that can be kept without any further step.
     Costs are in the value's units (multiply by your λ first). The format is that of

@@ -19,7 +19,7 @@ pub struct Instance {
     pub fallback: Option<f64>,
 }
 
-/// One run: exactly one of `nodes` (with `at`) and `walk`.
+/// One run: exactly one of `nodes` (with `at`), `walk` and `gaussian`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RunSpec {
@@ -35,6 +35,31 @@ pub struct RunSpec {
     /// A random-walk curve.
     #[serde(default)]
     pub walk: Option<WalkSpec>,
+    /// A run whose final value is predicted by a Gaussian model.
+    #[serde(default)]
+    pub gaussian: Option<GaussianSpec>,
+}
+
+/// A run given by the Gaussian prediction of its final value (see [`CurveRun::gaussian`]).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GaussianSpec {
+    /// The current prediction of the final value.
+    pub mean: f64,
+    /// The variance of the final value each step removes.
+    pub variance_drops: Vec<f64>,
+    /// The cost of each step.
+    pub step_costs: Vec<f64>,
+    /// Grid values per step (odd).
+    #[serde(default = "default_points")]
+    pub points: usize,
+    /// Whether the run has been observed already.
+    #[serde(default)]
+    pub started: bool,
+}
+
+fn default_points() -> usize {
+    41
 }
 
 /// One explicit state (see [`CurveNode`]).
@@ -161,8 +186,23 @@ pub struct RunOut {
 impl RunSpec {
     fn build(self, k: usize) -> Result<CurveRun> {
         let within = |e: Error| e.within(format_args!("runs[{k}].walk"));
-        match (self.nodes, self.walk) {
-            (Some(nodes), None) => Ok(CurveRun {
+        if self.at.is_some() && self.nodes.is_none() {
+            return Err(Error::invalid(
+                format!("runs[{k}].at"),
+                "only runs given by \"nodes\" take \"at\"; a walk or a gaussian run starts in \
+                 its first state (give its current value and its remaining steps)",
+            ));
+        }
+        match (self.nodes, self.walk, self.gaussian) {
+            (None, None, Some(g)) => CurveRun::gaussian(
+                g.mean,
+                &g.variance_drops,
+                &g.step_costs,
+                g.points,
+                g.started,
+            )
+            .map_err(|e| e.within(format_args!("runs[{k}].gaussian"))),
+            (Some(nodes), None, None) => Ok(CurveRun {
                 // Validated with the instance, which names the run in its errors.
                 nodes: nodes
                     .into_iter()
@@ -174,14 +214,7 @@ impl RunSpec {
                     .collect(),
                 at: self.at.unwrap_or(0),
             }),
-            (None, Some(w)) => {
-                if self.at.is_some() {
-                    return Err(Error::invalid(
-                        format!("runs[{k}].at"),
-                        "a walk starts in its first state (give the current value as \"from\" \
-                         and the remaining steps)",
-                    ));
-                }
+            (None, Some(w), None) => {
                 let costs = match (w.step_costs, w.steps, w.step_cost) {
                     (Some(c), None, None) => c,
                     (None, Some(n), Some(c)) => vec![c; n],
@@ -198,7 +231,7 @@ impl RunSpec {
             }
             _ => Err(Error::invalid(
                 format!("runs[{k}]"),
-                "give exactly one of \"nodes\" and \"walk\"",
+                "give exactly one of \"nodes\", \"walk\" and \"gaussian\"",
             )),
         }
     }
