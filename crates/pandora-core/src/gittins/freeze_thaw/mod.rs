@@ -56,8 +56,8 @@
 //! random instances that all four agree to 1e-9.
 //!
 //! # Degenerate cases and limits
-//! - A zero step cost makes stepping free: the index is then the largest reachable value only if
-//!   reaching it is certain, in general the root above.
+//! - Free steps: if every step after `s` costs nothing, `G(s)` is the largest complete value
+//!   reachable from `s` (training on costs nothing and `α` can still be taken at the end).
 //! - A run whose states are all worth less than their costs has an index below every value
 //!   (negative utility of stepping on); with a fallback the policy stops.
 //! - Keeping a run is only possible once it is complete: a run's value can be kept only at the

@@ -419,3 +419,10 @@ fn gaussian_runs_converge_and_stay_optimal() {
         d.expected_utility
     );
 }
+
+#[test]
+fn free_steps_make_the_index_the_best_reachable_value() {
+    let run = CurveRun::walk(0.0, &[0.0, 0.0, 0.0], &[-0.5, 0.2, 0.3], &[0.5, 0.3, 0.2], true)
+        .unwrap();
+    assert!((run.index(0) - 0.9).abs() < 1e-12, "{}", run.index(0));
+}
