@@ -422,7 +422,13 @@ fn gaussian_runs_converge_and_stay_optimal() {
 
 #[test]
 fn free_steps_make_the_index_the_best_reachable_value() {
-    let run = CurveRun::walk(0.0, &[0.0, 0.0, 0.0], &[-0.5, 0.2, 0.3], &[0.5, 0.3, 0.2], true)
-        .unwrap();
+    let run = CurveRun::walk(
+        0.0,
+        &[0.0, 0.0, 0.0],
+        &[-0.5, 0.2, 0.3],
+        &[0.5, 0.3, 0.2],
+        true,
+    )
+    .unwrap();
     assert!((run.index(0) - 0.9).abs() < 1e-12, "{}", run.index(0));
 }
