@@ -143,18 +143,6 @@ impl CurveRun {
         Ok(())
     }
 
-    /// The Gittins index of every state: the value of a complete state, and for the others the
-    /// smallest `α` at which stopping (collect `α`) is optimal in the local MDP. One backward
-    /// pass over the value functions `α ↦ V_α(u)` (see `local.rs`).
-    pub fn indices(&self) -> Vec<f64> {
-        super::local::indices(self)
-    }
-
-    /// The index of state `s` alone (computes the states after `s` too).
-    pub fn index(&self, s: usize) -> f64 {
-        self.indices()[s]
-    }
-
     /// The run as a [`MarkovChain`] (for the generic Markov chain selection code): a state per
     /// node plus one terminal state; a complete state earns its value and terminates (the run is
     /// selected), any other state earns `−cost` and steps on.

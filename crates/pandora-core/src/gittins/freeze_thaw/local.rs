@@ -46,8 +46,22 @@ impl Pwl {
     }
 }
 
+impl CurveRun {
+    /// The Gittins index of every state: the value of a complete state, and for the others the
+    /// smallest `α` at which stopping (collect `α`) is optimal in the local MDP. One backward
+    /// pass over the value functions `α ↦ V_α(u)` (see the module doc of `local.rs`).
+    pub fn indices(&self) -> Vec<f64> {
+        indices(self)
+    }
+
+    /// The index of state `s` alone (computes the states after `s` too).
+    pub fn index(&self, s: usize) -> f64 {
+        self.indices()[s]
+    }
+}
+
 /// The Gittins index of every state of `run` (validated: acyclic in list order).
-pub(super) fn indices(run: &CurveRun) -> Vec<f64> {
+fn indices(run: &CurveRun) -> Vec<f64> {
     let n = run.nodes.len();
     let mut v: Vec<Pwl> = (0..n).map(|_| Pwl { points: Vec::new() }).collect();
     let mut g = vec![0.0; n];
