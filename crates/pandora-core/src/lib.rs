@@ -12,10 +12,13 @@
 //! - [`policy`]: one BO step: initial design, fit, acquisition, maximization, proposal.
 //! - [`run`]: the typed records a BO loop keeps (decisions, study state), why it finished, and
 //!   PBGI-D's λ replayed from them.
+//! - [`freeze_thaw`]: the cost-aware freeze-thaw policy (continue, start or stop training runs by
+//!   Gittins indices over a learning-curve GP; the exact theory is [`gittins::freeze_thaw`]).
 
 pub mod acquisition;
 pub mod cvs;
 pub mod error;
+pub mod freeze_thaw;
 pub mod gittins;
 pub mod gp;
 pub mod linalg;

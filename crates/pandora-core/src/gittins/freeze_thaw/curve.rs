@@ -35,12 +35,22 @@ impl CurveNode {
 #[derive(Debug, Clone, PartialEq)]
 pub struct CurveRun {
     /// The states; `nodes[at]` is the current one.
-    pub nodes: Vec<CurveNode>,
+    pub(super) nodes: Vec<CurveNode>,
     /// The current state.
-    pub at: usize,
+    pub(super) at: usize,
 }
 
 impl CurveRun {
+    /// The states, in topological order.
+    pub fn nodes(&self) -> &[CurveNode] {
+        &self.nodes
+    }
+
+    /// The current state.
+    pub fn at(&self) -> usize {
+        self.at
+    }
+
     /// Validate and build a run.
     pub fn new(nodes: Vec<CurveNode>, at: usize) -> Result<Self> {
         let run = CurveRun { nodes, at };

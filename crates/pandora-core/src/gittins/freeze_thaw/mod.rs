@@ -87,9 +87,9 @@ use crate::error::{Error, Result};
 #[derive(Debug, Clone, PartialEq)]
 pub struct FreezeThaw {
     /// The runs, each in its current state.
-    pub runs: Vec<CurveRun>,
+    runs: Vec<CurveRun>,
     /// Value that can be kept by stopping without any further step.
-    pub fallback: Option<f64>,
+    fallback: Option<f64>,
 }
 
 /// What the index policy does next.
@@ -149,6 +149,16 @@ impl FreezeThaw {
             ));
         }
         Ok(FreezeThaw { runs, fallback })
+    }
+
+    /// The runs, each in its current state.
+    pub fn runs(&self) -> &[CurveRun] {
+        &self.runs
+    }
+
+    /// The value that can be kept by stopping without any further step.
+    pub fn fallback(&self) -> Option<f64> {
+        self.fallback
     }
 
     /// The index of every state of every run.

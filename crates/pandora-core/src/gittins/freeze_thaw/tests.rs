@@ -432,3 +432,45 @@ fn free_steps_make_the_index_the_best_reachable_value() {
     .unwrap();
     assert!((run.index(0) - 0.9).abs() < 1e-12, "{}", run.index(0));
 }
+
+/// Newton's method on the current state's local MDP against the exact backward pass, in every
+/// state of random runs, walks and discretized Gaussian martingales.
+#[test]
+fn the_current_index_by_newton_equals_the_backward_pass() {
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(31);
+    let mut worst = 0.0f64;
+    for case in 0..240 {
+        let run = match case % 3 {
+            0 => random_walk(&mut rng),
+            1 => {
+                let n = rng.random_range(1..=8);
+                random_run(&mut rng, n, case % 2 == 0)
+            }
+            _ => {
+                let steps = rng.random_range(1..=6);
+                let drops: Vec<f64> = (0..steps)
+                    .map(|_| {
+                        if rng.random::<f64>() < 0.2 {
+                            0.0
+                        } else {
+                            rng.random::<f64>()
+                        }
+                    })
+                    .collect();
+                let costs: Vec<f64> = (0..steps).map(|_| 0.3 * rng.random::<f64>()).collect();
+                let points = 3 + 2 * rng.random_range(0..20);
+                CurveRun::gaussian(rng.random::<f64>(), &drops, &costs, points, false).unwrap()
+            }
+        };
+        let exact = run.indices();
+        for (s, want) in exact.iter().enumerate() {
+            let g = CurveRun::new(run.nodes.clone(), s).unwrap().current_index();
+            worst = worst.max((g - want).abs() / (1.0 + want.abs()));
+            assert!(
+                (g - want).abs() <= 1e-9 * (1.0 + want.abs()),
+                "case {case} state {s}: Newton {g} vs exact {want}"
+            );
+        }
+    }
+    eprintln!("max relative |Newton − exact| = {worst:e}");
+}
