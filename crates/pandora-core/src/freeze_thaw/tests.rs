@@ -245,3 +245,53 @@ fn errors_name_the_field() {
     assert!(Schedule::new(vec![1.0, 1.0], vec![1.0, 1.0]).is_err());
     assert!(Schedule::new(vec![1.0], vec![0.0]).is_err());
 }
+
+/// A synthetic family with known curves: `y(x, t) = a(x) − (a(x) − 0.1)·e^{−t/2}`, with
+/// asymptote `a(x) = 0.8 − 1.5 (x − 0.3)²` (best 0.8 at `x = 0.3`), 8 epochs of cost 1.
+#[test]
+fn on_known_curves_the_policy_drops_bad_runs_and_keeps_a_good_one() {
+    let a = |x: f64| 0.8 - 1.5 * (x - 0.3) * (x - 0.3);
+    let y = |x: f64, t: usize| a(x) - (a(x) - 0.1) * (-(t as f64) / 2.0).exp();
+    let schedule = Schedule::epochs(8).unwrap();
+    let mut trials: Vec<TrialState> = [0.05, 0.5, 0.95]
+        .iter()
+        .map(|&x| trial(x, &[y(x, 1)], false))
+        .collect();
+    let mut opts = quick(2e-3);
+    opts.fit.restarts = 1;
+    let (mut steps, mut warm, mut stopped) = (3usize, None, false);
+    for decision in 0..60 {
+        let d = decide(&trials, &schedule, None, &opts, warm.as_ref(), decision).unwrap();
+        warm = Some(d.params.clone());
+        match d.action {
+            ThawAction::Stop => {
+                stopped = true;
+                break;
+            }
+            ThawAction::Continue { trial, step } => {
+                assert_eq!(step, trials[trial].values.len() + 1);
+                let x = trials[trial].x[0];
+                trials[trial].values.push(y(x, step));
+            }
+            ThawAction::Start { x } => trials.push(trial(x[0], &[y(x[0], 1)], false)),
+        }
+        steps += 1;
+    }
+    let complete: Vec<&TrialState> = trials.iter().filter(|t| t.values.len() == 8).collect();
+    let best = complete
+        .iter()
+        .map(|t| t.values[7])
+        .fold(f64::NEG_INFINITY, f64::max);
+    let dropped = trials.iter().filter(|t| t.values.len() < 8).count();
+    eprintln!(
+        "stopped {stopped} after {steps} steps: {} trials, {} complete, best final {best:.4} \
+         (optimum {:.4}), {dropped} left unfinished",
+        trials.len(),
+        complete.len(),
+        y(0.3, 8)
+    );
+    assert!(stopped, "the policy should stop within 60 decisions");
+    assert!(best >= y(0.3, 8) - 0.03, "best final value {best}");
+    assert!(dropped >= 1, "some run should be left unfinished");
+    assert!(steps < 8 * trials.len(), "pausing should save steps");
+}
