@@ -1,6 +1,6 @@
 """Pandora: cost-aware Bayesian optimization with a Rust core.
 
-The package has three layers:
+The package has three layers and an adapter:
 
 * **Studies** (:class:`Study`): persistent ask/tell loops over a SQLite database shared with the
   ``pandora`` command-line tool.
