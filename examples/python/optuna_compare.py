@@ -5,7 +5,7 @@ Problems:
 * ``gp8``: a d = 8 sample of a GP with a Matérn-5/2-like spectrum (random Fourier features,
   lengthscale 0.2, fixed by the seed) on [0, 1]^8, minimized, with the PBGI paper's cost
   ``c(x) = 1 + 20 · mean(x)`` (known to Pandora through ``cost=callable``; the Optuna samplers
-  ignore costs). Regret is measured against the best of 2^16 Sobol points and a local polish.
+  ignore costs). Regret is measured against the best of 2^16 Sobol points.
 * ``sklearn``: a support vector classifier on scikit-learn's digits (C, gamma, kernel, degree;
   3-fold CV accuracy, maximized), cost = training time in seconds (``cost="runtime"``); regret against the best
   accuracy any run found.
@@ -15,7 +15,8 @@ the sampler's own time per trial (the trial's wall time minus the objective's). 
 JSON file; ``--report`` prints the median and quartiles of the regret at fixed fractions of the
 budget and the median overhead per trial (the table for docs/results.md).
 
-Run (16 seeds as in issue 25; the sklearn problem takes about budget × seeds × 3 seconds)::
+Optuna's ``GPSampler`` needs PyTorch (``pip install torch``); without it use
+``--samplers pandora,tpe``. Run (16 seeds as in issue 25; the sklearn problem takes about budget × seeds × 3 seconds)::
 
     python examples/python/optuna_compare.py --problem gp8 --seeds 16 --budget 300 --out gp8.json
     python examples/python/optuna_compare.py --problem sklearn --seeds 16 --budget 60 --out sk.json
