@@ -31,7 +31,7 @@ def _decisions(study):
 
 
 def test_every_distribution_type_is_proposed_inside_its_distribution():
-    choices = ["a", 2, 3.5, None, True]
+    choices = ["a", 3.5, None, True]
 
     def objective(trial):
         v = [trial.suggest_float("f", -2.0, 3.0),
@@ -46,9 +46,9 @@ def test_every_distribution_type_is_proposed_inside_its_distribution():
 
     sampler = po.PandoraSampler(seed=1, initial_design=4)
     study = optuna.create_study(sampler=sampler)
-    study.optimize(objective, n_trials=8)
+    study.optimize(objective, n_trials=6)
     trials = study.trials
-    assert len(trials) == 8 and all(t.state.name == "COMPLETE" for t in trials)
+    assert len(trials) == 6 and all(t.state.name == "COMPLETE" for t in trials)
     for t in trials:
         for name, dist in t.distributions.items():
             assert dist._contains(dist.to_internal_repr(t.params[name])), (name, t.params)
@@ -202,7 +202,7 @@ def _worker(url, name, seed):
     def objective(trial):
         x = trial.suggest_float("x", 0.0, 1.0)
         y = trial.suggest_int("y", 0, 1000)
-        time.sleep(0.1)
+        time.sleep(0.05)
         return (x - 0.3) ** 2 + (y / 1000 - 0.6) ** 2
 
     # The parent created the tables: skip Optuna's schema checks; wait for SQLite's write lock
