@@ -10,7 +10,8 @@ trap 'rm -rf "$work"' EXIT
 python3 -m venv "$work/venv"
 py="$work/venv/bin/python"
 export PATH="$work/venv/bin:$PATH"   # maturin on PATH for the PEP 517 build
-"$py" -m pip install --quiet --disable-pip-version-check "maturin>=1.9,<2" pytest numpy pandas
+"$py" -m pip install --quiet --disable-pip-version-check "maturin>=1.9,<2" pytest numpy pandas \
+    optuna==5.0.0 psycopg2-binary==2.9.13   # tests/test_optuna.py (PostgreSQL through psycopg2)
 # The CLI for the cross-checks (already built by `cargo test --workspace`, so this is quick).
 cargo build --quiet -p pandora-cli
 # Build the abi3 wheel with maturin and install it, as a user would: `pip install .` from the

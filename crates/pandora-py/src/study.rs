@@ -5,9 +5,12 @@
 //! released.
 
 use crate::error::{json_err, study_err, value_err};
+use pandora_core::run::record::DecisionRecord;
 use pandora_study::storage::Storage;
-use pandora_study::{Ask, Outcome, Study, StudyConfig};
+use pandora_study::trial::Decided;
+use pandora_study::{Ask, Outcome, Study, StudyConfig, Trial, TrialState};
 use pyo3::prelude::*;
+use serde::{Deserialize, Serialize};
 use std::sync::Mutex;
 
 /// A study bound to its storage.
@@ -195,6 +198,40 @@ impl NativeStudy {
         })
     }
 
+    /// The next point on a history kept elsewhere (an Optuna storage), without touching this
+    /// study's storage: `history_json` is a JSON array of [`HistoryTrial`]s (running ones are the
+    /// pending points), `state_json` the study state the last decision returned (`null` at
+    /// first). Returns a [`Proposed`] as JSON.
+    fn propose(&self, py: Python<'_>, history_json: &str, state_json: &str) -> PyResult<String> {
+        let history: Vec<HistoryTrial> = serde_json::from_str(history_json).map_err(json_err)?;
+        let state: serde_json::Value = serde_json::from_str(state_json).map_err(json_err)?;
+        py.detach(|| {
+            self.with(|s| {
+                let trials = history
+                    .into_iter()
+                    .map(|h| h.into_trial(s))
+                    .collect::<PyResult<Vec<_>>>()?;
+                let out = match s.decide_on(&trials, &state).map_err(study_err)? {
+                    Decided::Trial(t, state) => Proposed {
+                        params: Some(t.params),
+                        x: Some(t.x),
+                        decision: Some(t.decision),
+                        finished: None,
+                        state: Some(state),
+                    },
+                    Decided::Finished(f, state) => Proposed {
+                        params: None,
+                        x: None,
+                        decision: None,
+                        finished: Some(f.to_string()),
+                        state,
+                    },
+                };
+                serde_json::to_string(&out).map_err(json_err)
+            })
+        })
+    }
+
     /// Marks running trials silent for longer than `timeout_s` as abandoned; returns their numbers.
     fn abandon_stale(&self, py: Python<'_>, timeout_s: f64) -> PyResult<Vec<u64>> {
         py.detach(|| self.with(|s| s.abandon_stale(timeout_s).map_err(study_err)))
@@ -225,4 +262,67 @@ fn warn_late(py: Python<'_>, (json, late): (String, Option<String>)) -> PyResult
         )?;
     }
     Ok(json)
+}
+
+/// One trial of a history given to [`NativeStudy::propose`], its parameters in the study's terms.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HistoryTrial {
+    number: u64,
+    state: TrialState,
+    params: serde_json::Value,
+    #[serde(default)]
+    objective: Option<f64>,
+    #[serde(default)]
+    cost: Option<f64>,
+    #[serde(default)]
+    created_at: f64,
+    #[serde(default)]
+    finished_at: Option<f64>,
+    /// The record of the decision that proposed it; `None` for a trial the policy did not
+    /// propose (recorded as a random point: charged, not part of the initial design or of
+    /// PBGI-D's λ schedule).
+    #[serde(default)]
+    decision: Option<DecisionRecord>,
+}
+
+impl HistoryTrial {
+    /// The study's trial: the parameters encoded in the unit cube (errors name the parameter).
+    fn into_trial(self, study: &Study) -> PyResult<Trial> {
+        let x = study
+            .space()
+            .encode(&self.params)
+            .map_err(|e| value_err(format!("history trial {}: {e}", self.number)))?;
+        let decision = match self.decision {
+            Some(d) => d,
+            None => {
+                serde_json::from_value(serde_json::json!({"phase": "random"})).map_err(json_err)?
+            }
+        };
+        Ok(Trial {
+            number: self.number,
+            state: self.state,
+            params: self.params,
+            x,
+            objective: self.objective,
+            cost: self.cost,
+            worker: None,
+            created_at: self.created_at,
+            finished_at: self.finished_at,
+            heartbeat_at: self.created_at,
+            decision,
+            error: None,
+        })
+    }
+}
+
+/// What [`NativeStudy::propose`] decided: a point (`params`, `x`, `decision`) or why there is
+/// none (`finished`), with the study's new state (`None`: keep the old one).
+#[derive(Serialize)]
+struct Proposed {
+    params: Option<serde_json::Value>,
+    x: Option<Vec<f64>>,
+    decision: Option<DecisionRecord>,
+    finished: Option<String>,
+    state: Option<serde_json::Value>,
 }

@@ -375,19 +375,18 @@ impl Study {
         let step = self.step_config()?;
         let (config, space) = (&self.config, &self.space);
         let mut decide = |trials: &[Trial], state: &serde_json::Value| {
-            let start = std::time::Instant::now();
-            let state = StudyState::from_json(state)?;
-            let mut decided = match &config.cvs {
-                Some(section) => crate::cvs::decide(config, section, space, trials, state),
-                None => decide(config, space, &step, trials, state),
-            }?;
-            // The optimizer's own time, next to the objective's (docs/studies.md "Time").
-            if let Decided::Trial(new, _) = &mut decided {
-                new.decision.seconds = Some(start.elapsed().as_secs_f64());
-            }
-            Ok(decided)
+            decide_timed(config, space, &step, trials, state)
         };
         self.storage.ask_with(&name, worker, &mut decide)
+    }
+
+    /// The decision [`Study::ask`] would make on `trials` and the study state `state`, without
+    /// reading or writing the storage: for callers that keep the trials elsewhere (the Optuna
+    /// sampler of the Python package reads them from an Optuna storage, under its own lock).
+    /// Running trials are the pending points; the new state is in the returned [`Decided`].
+    pub fn decide_on(&self, trials: &[Trial], state: &serde_json::Value) -> Result<Decided> {
+        let step = self.step_config()?;
+        decide_timed(&self.config, &self.space, &step, trials, state)
     }
 
     /// Records the outcome of trial `number` (durably). A late outcome (the trial had been
@@ -628,6 +627,29 @@ fn still_finished(config: &StudyConfig, state: &StudyState) -> Option<Finished> 
         f @ Finished::MaxTrials(m) if config.budget.max_trials == Some(*m) => Some(f.clone()),
         _ => None,
     }
+}
+
+/// One decision under the storage lock ([`Study::ask`]) or on given trials
+/// ([`Study::decide_on`]): a `[cvs]` study's in [`crate::cvs::decide`], every other study's in
+/// [`decide`], with the optimizer's own time in the record.
+fn decide_timed(
+    config: &StudyConfig,
+    space: &SearchSpace,
+    step: &StepConfig,
+    trials: &[Trial],
+    state: &serde_json::Value,
+) -> Result<Decided> {
+    let start = std::time::Instant::now();
+    let state = StudyState::from_json(state)?;
+    let mut decided = match &config.cvs {
+        Some(section) => crate::cvs::decide(config, section, space, trials, state),
+        None => decide(config, space, step, trials, state),
+    }?;
+    // The optimizer's own time, next to the objective's (docs/studies.md "Time").
+    if let Decided::Trial(new, _) = &mut decided {
+        new.decision.seconds = Some(start.elapsed().as_secs_f64());
+    }
+    Ok(decided)
 }
 
 /// The driver's policy of a (non-`[cvs]`) study. `linear` is its known cost model and `known`

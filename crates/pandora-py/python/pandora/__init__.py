@@ -1,6 +1,6 @@
 """Pandora: cost-aware Bayesian optimization with a Rust core.
 
-The package has three layers:
+The package has three layers and an adapter:
 
 * **Studies** (:class:`Study`): persistent ask/tell loops over a SQLite database shared with the
   ``pandora`` command-line tool.
@@ -10,6 +10,8 @@ The package has three layers:
   pathwise posterior samples), :mod:`pandora.acquisition` (EI, LogEI, UCB, EIPC, the Pandora's Box
   Gittins index, with gradients), :func:`boxes` (exact Pandora's Box solutions) and
   :func:`freeze_thaw` (which training run to start, continue or keep, by Gittins indices).
+* **Optuna** (:mod:`pandora.optuna`, imported on demand; needs ``optuna``): a cost-aware sampler
+  and the stopping rule as a callback for existing Optuna scripts (docs/optuna.md).
 
 Everything heavy runs in Rust with the GIL released. See ``docs/python.md``.
 """

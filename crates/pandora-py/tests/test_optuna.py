@@ -1,0 +1,258 @@
+"""pandora.optuna: PandoraSampler and StoppingCallback with the real Optuna package (CI pins
+optuna==5.0.0 in .ci/python-tests.sh)."""
+
+import json
+import math
+import multiprocessing
+import os
+import uuid
+
+import pytest
+
+optuna = pytest.importorskip("optuna", reason="optuna is not installed (pip install optuna==5.0.0)")
+
+import pandora.optuna as po  # noqa: E402
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+
+def _quadratic(trial):
+    x = trial.suggest_float("x", 0.0, 1.0)
+    y = trial.suggest_float("y", 0.0, 1.0)
+    return (x - 0.3) ** 2 + (y - 0.6) ** 2
+
+
+def _decisions(study):
+    out = []
+    for t in study.get_trials(deepcopy=False):
+        d = t.system_attrs.get("pandora:decision")
+        out.append(json.loads(d) if d is not None else None)
+    return out
+
+
+def test_every_distribution_type_is_proposed_inside_its_distribution():
+    choices = ["a", 3.5, None, True]
+
+    def objective(trial):
+        v = [trial.suggest_float("f", -2.0, 3.0),
+             trial.suggest_float("flog", 1e-4, 1.0, log=True),
+             trial.suggest_float("fstep", 0.0, 1.0, step=0.25),
+             trial.suggest_int("i", -3, 7),
+             trial.suggest_int("ilog", 1, 1000, log=True),
+             trial.suggest_int("istep", 2, 20, step=3)]
+        c = trial.suggest_categorical("c", choices)
+        trial.suggest_int("fixed", 4, 4)  # a single value: left to Optuna
+        return sum(float(a) for a in v) + choices.index(c)
+
+    sampler = po.PandoraSampler(seed=1, initial_design=4)
+    study = optuna.create_study(sampler=sampler)
+    study.optimize(objective, n_trials=6)
+    trials = study.trials
+    assert len(trials) == 6 and all(t.state.name == "COMPLETE" for t in trials)
+    for t in trials:
+        for name, dist in t.distributions.items():
+            assert dist._contains(dist.to_internal_repr(t.params[name])), (name, t.params)
+        assert t.params["fstep"] in (0.0, 0.25, 0.5, 0.75, 1.0)
+        assert (t.params["istep"] - 2) % 3 == 0
+        assert t.params["fixed"] == 4
+    # The first trial is independent (no relative space yet), every later one is Pandora's.
+    decisions = _decisions(study)
+    assert decisions[0] is None
+    assert all(d is not None for d in decisions[1:])
+    phases = [d["phase"] for d in decisions[1:]]
+    assert phases[:3] == ["initial"] * 3 and phases[-1] == "model", phases
+
+
+@pytest.mark.parametrize("direction", ["minimize", "maximize"])
+def test_direction_drives_model_steps(direction):
+    # f(x) = x: the model phase heads for 0 when minimizing and for 1 when maximizing.
+    sampler = po.PandoraSampler(seed=0, initial_design=4, acquisition="log_ei")
+    study = optuna.create_study(direction=direction, sampler=sampler)
+    study.optimize(lambda t: t.suggest_float("x", 0.0, 1.0), n_trials=9)
+    model = [t.params["x"] for t, d in zip(study.trials, _decisions(study))
+             if d is not None and d["phase"] == "model"]
+    assert len(model) >= 3
+    if direction == "minimize":
+        assert max(model) < 0.2, model
+    else:
+        assert min(model) > 0.8, model
+
+
+def test_seed_makes_a_run_reproducible():
+    def run(seed):
+        sampler = po.PandoraSampler(seed=seed, initial_design=3,
+                                    cost=lambda p: 1.0 + p["x"] + p["y"])
+        study = optuna.create_study(sampler=sampler)
+        study.optimize(_quadratic, n_trials=7)
+        return [(t.params["x"], t.params["y"]) for t in study.trials]
+
+    a, b, c = run(5), run(5), run(6)
+    assert a == b
+    assert a != c
+
+
+def test_budget_counts_trials_and_stops_optimize():
+    sampler = po.PandoraSampler(seed=0, budget=6, initial_design=3)
+    study = optuna.create_study(sampler=sampler)
+    study.optimize(_quadratic, n_trials=50)
+    # Uniform costs: exactly six trials, all complete (the loop stops after the sixth).
+    assert [t.state.name for t in study.trials] == ["COMPLETE"] * 6
+    assert study.user_attrs["pandora:stop_reason"].startswith("budget exhausted")
+    assert sampler.stop_reason.startswith("budget exhausted")
+
+
+def test_reported_cost_budget_is_not_exceeded_before_the_last_trial():
+    def objective(trial):
+        x = trial.suggest_float("x", 0.0, 1.0)
+        trial.set_user_attr("work", 1.0 + 4.0 * x)
+        return (x - 0.8) ** 2
+
+    budget = 15.0
+    sampler = po.PandoraSampler(seed=2, budget=budget, cost="reported", cost_attr="work",
+                                initial_design=3)
+    study = optuna.create_study(sampler=sampler)
+    study.optimize(objective, n_trials=100)
+    done = [t for t in study.trials if t.state.name == "COMPLETE"]
+    costs = [t.user_attrs["work"] for t in done]
+    # As in pandora.Study: a trial starts only while the budget is not spent (and its predicted
+    # cost fits), so only the last trial can take spending past the budget.
+    assert sum(costs[:-1]) < budget
+    assert sum(costs) < budget + max(costs)
+    assert len(study.trials) < 100
+    assert "pandora:stop_reason" in study.user_attrs
+
+
+def test_failed_and_pruned_trials_are_not_fitted_and_the_study_goes_on():
+    def objective(trial):
+        x = trial.suggest_float("x", 0.0, 1.0)
+        if trial.number % 4 == 1:
+            raise ValueError("boom")
+        if trial.number % 4 == 2:
+            raise optuna.TrialPruned()
+        if trial.number % 4 == 3:
+            return float("nan")
+        return x
+
+    study = optuna.create_study(sampler=po.PandoraSampler(seed=0, initial_design=3))
+    study.optimize(objective, n_trials=12, catch=(ValueError,))
+    states = [t.state.name for t in study.trials]
+    assert states.count("COMPLETE") == 3 and states.count("FAIL") == 6
+    assert states.count("PRUNED") == 3
+    decisions = _decisions(study)
+    assert all(d is not None for d in decisions[1:])
+    assert decisions[-1]["phase"] == "model"
+
+
+def test_pending_trials_are_not_proposed_again():
+    sampler = po.PandoraSampler(seed=0, initial_design=3)
+    study = optuna.create_study(sampler=sampler)
+    for _ in range(5):
+        t = study.ask()
+        study.tell(t, _quadratic(t))
+    # Four trials asked and not told (as four workers would hold them).
+    running = [study.ask() for _ in range(4)]
+    points = [(t.suggest_float("x", 0.0, 1.0), t.suggest_float("y", 0.0, 1.0)) for t in running]
+    assert len(set(points)) == 4
+    pending = [d["pending"] for d in _decisions(study)[5:]]
+    assert pending == [0, 1, 2, 3]
+
+
+def test_stopping_callback_stops_and_writes_user_attrs():
+    sampler = po.PandoraSampler(seed=0, initial_design=3)
+    # λ = 10 objective units per trial on an objective of range < 1: nothing is worth a trial.
+    callback = po.StoppingCallback(sampler, lam=10.0)
+    study = optuna.create_study(sampler=sampler)
+    study.optimize(_quadratic, n_trials=40, callbacks=[callback])
+    assert len(study.trials) < 10
+    assert study.trials[-1].state.name == "PRUNED"
+    reason = study.user_attrs["pandora:stop_reason"]
+    assert reason.startswith("stopping rule fired"), reason
+    assert study.user_attrs["pandora:stopping:fired"] is True
+    assert study.user_attrs["pandora:stopping:threshold"] == pytest.approx(math.log(10.0))
+    assert study.user_attrs["pandora:stopping:value"] <= math.log(10.0)
+
+
+def test_stopping_callback_with_a_tiny_lambda_does_not_stop():
+    sampler = po.PandoraSampler(seed=0, initial_design=3)
+    study = optuna.create_study(sampler=sampler)
+    study.optimize(_quadratic, n_trials=8, callbacks=[po.StoppingCallback(sampler, lam=1e-12)])
+    assert len(study.trials) == 8
+    assert study.user_attrs["pandora:stopping:fired"] is False
+    assert "pandora:stop_reason" not in study.user_attrs
+
+
+def test_argument_errors_name_the_argument():
+    with pytest.raises(ValueError, match="cost"):
+        po.PandoraSampler(cost="seconds")
+    with pytest.raises(ValueError, match="acquisition"):
+        po.PandoraSampler(acquisition="nope")
+    with pytest.raises(TypeError, match="PandoraSampler"):
+        po.StoppingCallback(optuna.samplers.TPESampler(), lam=1.0)
+    with pytest.raises(ValueError, match="budget"):
+        po.StoppingCallback(po.PandoraSampler(), lam="auto")
+
+
+def _worker(url, name, seed):
+    """One of four worker processes on the study ``name``: six trials at most, a budget of 12
+    trials for the study."""
+    import time
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+    def objective(trial):
+        x = trial.suggest_float("x", 0.0, 1.0)
+        y = trial.suggest_int("y", 0, 1000)
+        time.sleep(0.05)
+        return (x - 0.3) ** 2 + (y / 1000 - 0.6) ** 2
+
+    # The parent created the tables: skip Optuna's schema checks; wait for SQLite's write lock
+    # as long as it takes on a loaded machine.
+    kwargs = {"connect_args": {"timeout": 120}} if url.startswith("sqlite") else {}
+    storage = optuna.storages.RDBStorage(url, engine_kwargs=kwargs,
+                                         skip_compatibility_check=True, skip_table_creation=True)
+    study = optuna.load_study(study_name=name, storage=storage,
+                              sampler=po.PandoraSampler(seed=seed, initial_design=4, budget=12))
+    study.optimize(objective, n_trials=6)
+
+
+def _four_workers(url):
+    name = f"pandora-optuna-{uuid.uuid4().hex[:8]}"
+    optuna.create_study(study_name=name, storage=url)
+    # A fork server that has imported Optuna, SQLAlchemy and pandora once, so that the workers
+    # start in milliseconds (each import takes seconds on a loaded machine) from a process in
+    # which no Rust thread pool has started.
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(["optuna", "optuna.storages._rdb.models", "pandora.optuna"])
+    procs = [ctx.Process(target=_worker, args=(url, name, k)) for k in range(4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=300)
+    assert [p.exitcode for p in procs] == [0, 0, 0, 0]
+    study = optuna.load_study(study_name=name, storage=url)
+    complete = [t for t in study.trials if t.state.name == "COMPLETE"]
+    # The budget (12 trials) holds across the four workers, and no point was handed out twice.
+    assert len(complete) == 12, [t.state.name for t in study.trials]
+    points = [(t.params["x"], t.params["y"]) for t in complete]
+    assert len(set(points)) == len(points)
+    pending = [d["pending"] for d in _decisions(study) if d is not None]
+    assert max(pending) >= 1  # decisions did see other workers' running trials
+
+
+def test_four_processes_on_one_sqlite_storage(tmp_path):
+    _four_workers(f"sqlite:///{tmp_path / 'optuna.db'}")
+
+
+@pytest.mark.skipif(not os.environ.get("PANDORA_TEST_POSTGRES_URL"),
+                    reason="PANDORA_TEST_POSTGRES_URL is not set")
+def test_four_processes_on_one_postgresql_storage(tmp_path):
+    psycopg2 = pytest.importorskip("psycopg2", reason="psycopg2 is not installed "
+                                   "(pip install psycopg2-binary)")
+    url = os.environ["PANDORA_TEST_POSTGRES_URL"]
+    # Optuna's tables (studies, trials, ...) in a schema of their own: pandora's PostgreSQL
+    # storage has tables of the same names in the default schema.
+    with psycopg2.connect(url) as conn, conn.cursor() as cur:
+        cur.execute("CREATE SCHEMA IF NOT EXISTS optuna_test")
+    scheme, rest = url.split("://", 1)
+    sep = "&" if "?" in rest else "?"
+    _four_workers(f"postgresql+psycopg2://{rest}{sep}options=-csearch_path%3Doptuna_test")
