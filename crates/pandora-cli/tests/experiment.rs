@@ -1101,7 +1101,8 @@ fn plan_estimates_and_writes_an_sbatch_script() {
     assert_eq!(
         *last,
         format!(
-            "/opt/pandora/bin/pandora experiment {} --quiet --out {out_abs} --jobs \
+            "/opt/pandora/bin/pandora experiment {} --quiet --out {out_abs} --shard \
+             \"${{SLURM_ARRAY_TASK_ID:?submit with sbatch}}/3\" --jobs \
              \"${{SLURM_CPUS_PER_TASK:-1}}\"",
             config.to_str().unwrap()
         )

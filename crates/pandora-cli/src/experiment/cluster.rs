@@ -15,8 +15,10 @@
 //! estimate × `--time-margin` (default 1.5) plus 10 minutes (problem instances, start-up),
 //! rounded up to a minute; a task that still hits it is resubmitted and resumes (complete traces
 //! are skipped, the unfinished one is continued). The script runs
-//! `pandora experiment CONFIG --out DIR --jobs $SLURM_CPUS_PER_TASK`, each task finding its shard
-//! in the array variables, with `--array=0-(N−1)%M` (`M = --max-parallel`, default N).
+//! `pandora experiment CONFIG --out DIR --shard $SLURM_ARRAY_TASK_ID/N --jobs
+//! $SLURM_CPUS_PER_TASK` with `--array=0-(N−1)%M` (`M = --max-parallel`, default N). `N` is
+//! written into the script rather than read from `SLURM_ARRAY_TASK_COUNT`, so that resubmitting
+//! some tasks only (`sbatch --array=3,7 FILE`, an array of 2) still runs shards 3 and 7 of `N`.
 //!
 //! **Degenerate cases.** A configuration whose every run already has a complete trace reports 0
 //! CPU-hours to go (the total is also given). A pair whose calibration fails is reported with its
@@ -307,16 +309,24 @@ pub fn sbatch_script(spec: &ScriptSpec) -> String {
         sh(&format!("{out}/slurm/%A_%a.out"))
     );
     let _ = writeln!(s, "#\n# {}", spec.comment);
-    s += "# Each task runs its shard (from SLURM_ARRAY_TASK_ID, _MIN and _COUNT); resubmitting\n";
-    s += "# resumes. When every task is done: pandora experiment summarize OUT\n";
+    let _ = writeln!(
+        s,
+        "# Task K runs shard K/{n}. Resubmitting resumes (complete runs are skipped, unfinished\n\
+         # ones continued), also for some tasks only: sbatch --array=K,... FILE.\n\
+         # When every task is done: pandora experiment summarize {out}",
+        n = spec.shards,
+        out = sh(&out)
+    );
     s += "set -euo pipefail\n";
     let smoke = if spec.smoke { " --smoke" } else { "" };
     let _ = writeln!(
         s,
-        "{} experiment {}{smoke} --quiet --out {} --jobs \"${{SLURM_CPUS_PER_TASK:-1}}\"",
+        "{} experiment {}{smoke} --quiet --out {} --shard \"${{SLURM_ARRAY_TASK_ID:?submit with \
+         sbatch}}/{}\" --jobs \"${{SLURM_CPUS_PER_TASK:-1}}\"",
         sh(&spec.bin.to_string_lossy()),
         sh(&spec.config.to_string_lossy()),
-        sh(&out)
+        sh(&out),
+        spec.shards
     );
     s
 }
