@@ -4,7 +4,9 @@ use pandora_core::acquisition::{
     CostConvention, CostModel, KnownCost, LogCost, LogExpectedImprovementPerCost,
     PointwiseAcquisition, UnknownCost, pbgi_index,
 };
+use pandora_core::gp::paths::{PosteriorPath, PriorPath};
 use pandora_core::gp::{GpModel, GpParams, Kernel, KernelKind, Transforms};
+use pandora_core::optim::{DiscreteCoord, MixedSpace, OneHotBlock};
 use pandora_core::stopping::budget::{
     UEstimatorOptions, UReference, estimate_u, expected_max_on_set, lambda_from_budget,
 };
@@ -628,13 +630,14 @@ fn estimate_u_prior_and_posterior() {
             points: &g,
             exclusive: true,
         }),
+        None,
         &UEstimatorOptions {
             samples: 4000,
             ..opts
         },
     )
     .unwrap();
-    let cont = estimate_u(&gp, UReference::Prior, None, &opts).unwrap();
+    let cont = estimate_u(&gp, UReference::Prior, None, None, &opts).unwrap();
     let tol = 4.0 * (on_grid.std_error.powi(2) + cont.std_error.powi(2)).sqrt();
     assert!(cont.u > on_grid.u - tol, "{cont:?} vs grid {on_grid:?}");
     assert!(
@@ -643,7 +646,7 @@ fn estimate_u_prior_and_posterior() {
     );
     assert!(on_grid.u > 1.0 && on_grid.u < 2.5, "{on_grid:?}");
     // Posterior version: E[max f | D] − y* is non-negative and smaller than the prior U here.
-    let post = estimate_u(&gp, UReference::Posterior { best: 0.3 }, None, &opts).unwrap();
+    let post = estimate_u(&gp, UReference::Posterior { best: 0.3 }, None, None, &opts).unwrap();
     assert!(post.u > 0.0 && post.u < cont.u, "{post:?} vs {cont:?}");
 }
 
@@ -1087,12 +1090,12 @@ fn estimate_u_undoes_the_model_transforms() {
         ..Default::default()
     };
     for reference in [UReference::Prior, UReference::Posterior { best: 0.4 }] {
-        let ua = estimate_u(&a, reference, None, &opts).unwrap();
+        let ua = estimate_u(&a, reference, None, None, &opts).unwrap();
         let rb = match reference {
             UReference::Prior => UReference::Prior,
             UReference::Posterior { best } => UReference::Posterior { best: 10.0 * best },
         };
-        let ub = estimate_u(&b, rb, None, &opts).unwrap();
+        let ub = estimate_u(&b, rb, None, None, &opts).unwrap();
         assert!(
             (ub.u - 10.0 * ua.u).abs() < 1e-9 * ub.u.abs().max(1.0),
             "{ua:?} {ub:?}"
@@ -1122,8 +1125,8 @@ fn estimate_u_undoes_the_model_transforms() {
         points: &g,
         exclusive: true,
     });
-    let up = estimate_u(&plain, UReference::Prior, c, &opts).unwrap();
-    let un = estimate_u(&normalized, UReference::Prior, c, &opts).unwrap();
+    let up = estimate_u(&plain, UReference::Prior, c, None, &opts).unwrap();
+    let un = estimate_u(&normalized, UReference::Prior, c, None, &opts).unwrap();
     assert!((up.u - un.u).abs() < 1e-9, "{up:?} vs {un:?}");
 }
 
@@ -1220,4 +1223,173 @@ fn prb_on_a_grid_agrees_with_the_continuous_maximization() {
         assert!(c <= f, "{c} > {f}");
     }
     assert!(rule.sample_regrets_on_points(&state, s, &[]).is_err());
+}
+
+/// A study's mixed space on the unit cube: a float (coordinate 0), a categorical parameter with
+/// three choices (the one-hot block 1..4) and an int with five values (coordinate 4).
+fn mixed_space() -> MixedSpace {
+    MixedSpace::new(
+        5,
+        vec![OneHotBlock { start: 1, len: 3 }],
+        vec![DiscreteCoord {
+            index: 4,
+            values: vec![0.0, 0.25, 0.5, 0.75, 1.0],
+        }],
+    )
+    .unwrap()
+}
+
+/// Every valid point of [`mixed_space`] with the float on a grid of `m` values (row-major).
+fn mixed_valid_points(m: usize) -> Vec<f64> {
+    let mut out = Vec::new();
+    for x0 in grid(m) {
+        for choice in 0..3 {
+            for x4 in [0.0, 0.25, 0.5, 0.75, 1.0] {
+                let mut p = vec![x0, 0.0, 0.0, 0.0, x4];
+                p[1 + choice] = 1.0;
+                out.extend(p);
+            }
+        }
+    }
+    out
+}
+
+/// A GP on valid points of [`mixed_space`] whose inputs are normalized from `[−0.5, 1.5]^5` (so
+/// the paths' internal coordinates are not the cube's), with standardized outcomes.
+fn mixed_model() -> (Vec<f64>, Vec<f64>, GpModel) {
+    let x = vec![
+        0.1, 1.0, 0.0, 0.0, 0.25, //
+        0.7, 0.0, 1.0, 0.0, 1.0, //
+        0.4, 0.0, 0.0, 1.0, 0.5, //
+        0.9, 1.0, 0.0, 0.0, 0.75, //
+        0.25, 0.0, 1.0, 0.0, 0.0, //
+        0.55, 0.0, 0.0, 1.0, 0.25,
+    ];
+    let y = vec![0.3, -0.2, 0.8, 0.1, -0.5, 0.4];
+    let gp = GpModel::with_params(
+        &x,
+        &y,
+        5,
+        &Transforms {
+            normalize_inputs: Some(Some((vec![-0.5; 5], vec![1.5; 5]))),
+            standardize_outcomes: true,
+            output_scale: None,
+        },
+        GpParams {
+            kernel: Kernel::new(KernelKind::Matern52, vec![0.15; 5], 1.0).unwrap(),
+            mean: 0.0,
+            noise: 1e-6,
+        },
+    )
+    .unwrap();
+    (x, y, gp)
+}
+
+fn max_on(values: &[f64]) -> f64 {
+    values.iter().copied().fold(f64::NEG_INFINITY, f64::max)
+}
+
+/// Issue 20.1: the automatic λ's `U` ranges over exactly the points a study with categorical and
+/// int parameters can propose. The same prior (and posterior) paths as `estimate_u` draws, each
+/// maximized by brute force over the valid points (the float on a grid of 201 values), give the
+/// same `U`; the maximum over the relaxed cube (what `estimate_u` computed before) is clearly
+/// larger: a path peaks between the one-hot vertices as readily as at them.
+#[test]
+fn estimate_u_ranges_over_the_valid_points_of_a_mixed_space() {
+    let (_, _, gp) = mixed_model();
+    let space = mixed_space();
+    let valid = mixed_valid_points(201);
+    let internal = gp.to_internal(&valid).unwrap();
+    let (y_mean, y_std) = gp.outcome_scale();
+    let opts = UEstimatorOptions {
+        samples: 16,
+        seed: 5,
+        ..Default::default()
+    };
+    let best = 0.8;
+    let mut values = vec![0.0; valid.len() / 5];
+    for reference in [UReference::Prior, UReference::Posterior { best }] {
+        let mut r = rng(opts.seed);
+        let mut brute = 0.0;
+        for _ in 0..opts.samples {
+            match reference {
+                UReference::Prior => {
+                    PriorPath::sample(&gp.params().kernel, opts.num_features, &mut r)
+                        .unwrap()
+                        .values(&internal, &mut values)
+                        .unwrap();
+                    brute += y_std * max_on(&values);
+                }
+                UReference::Posterior { .. } => {
+                    PosteriorPath::sample(gp.inner(), opts.num_features, &mut r)
+                        .unwrap()
+                        .values(&internal, &mut values)
+                        .unwrap();
+                    brute += y_mean + y_std * max_on(&values) - best;
+                }
+            }
+        }
+        brute /= opts.samples as f64;
+        let mixed = estimate_u(&gp, reference, None, Some(&space), &opts).unwrap();
+        let cube = estimate_u(&gp, reference, None, None, &opts).unwrap();
+        assert!(
+            (mixed.u - brute).abs() < 1e-3 * y_std,
+            "{reference:?}: valid points {mixed:?} vs brute force {brute}"
+        );
+        assert!(
+            cube.u > brute + 0.2 * y_std,
+            "{reference:?}: the relaxed cube {cube:?} vs the valid points {brute}"
+        );
+    }
+}
+
+/// Issue 20.1: PRB's regrets `max_x f_s(x) − f_s(x̂)` range over exactly the points a study with
+/// categorical and int parameters can propose: the same posterior paths as the rule draws,
+/// maximized by brute force over the valid points, give the same regret path by path, and PRB's
+/// probability follows them; over the relaxed cube (the rule before) every path has a larger
+/// maximum.
+#[test]
+fn prb_ranges_over_the_valid_points_of_a_mixed_space() {
+    let (x, y, gp) = mixed_model();
+    let space = mixed_space();
+    let valid = mixed_valid_points(201);
+    let internal = gp.to_internal(&valid).unwrap();
+    let y_std = gp.outcome_scale().1;
+    let rule = Prb::new(
+        0.3,
+        0.05,
+        SampleSchedule::default(),
+        1024,
+        Guard::default(),
+        OptimizerConfig::default(),
+    )
+    .unwrap();
+    let mut state = RunState::new(5, &x, &y, &[], 1);
+    state.model = Some(&gp);
+    state.seed = 9;
+    let samples = 16;
+    let cube = rule.sample_regrets(&state, samples).unwrap();
+    state.space = Some(&space);
+    let mixed = rule.sample_regrets(&state, samples).unwrap();
+    // The rule's incumbent is the best observed point (index 2); its paths come from this seed.
+    let x_hat = gp.to_internal(&x[10..15]).unwrap();
+    let mut r = rng(state.seed ^ 0x7072_6200);
+    let mut values = vec![0.0; valid.len() / 5];
+    let mut above = 0;
+    for (s, (m, c)) in mixed.iter().zip(&cube).enumerate() {
+        let path = PosteriorPath::sample(gp.inner(), 1024, &mut r).unwrap();
+        path.values(&internal, &mut values).unwrap();
+        let brute = (y_std * (max_on(&values) - path.value(&x_hat))).max(0.0);
+        assert!(
+            (m - brute).abs() < 1e-3 * y_std,
+            "path {s}: valid points {m} vs brute force {brute}"
+        );
+        if *c > brute + 0.05 * y_std {
+            above += 1;
+        }
+    }
+    assert!(
+        above >= samples - 2,
+        "{above} of {samples}: {cube:?} vs {mixed:?}"
+    );
 }

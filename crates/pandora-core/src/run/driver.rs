@@ -567,10 +567,13 @@ impl<'p> Run<'p> {
                 "the automatic λ needs lambda = \"auto\" and a total budget",
             ));
         };
+        // U over exactly the points the run can propose (its categorical and discrete
+        // parameters), like the stopping statistic.
         let est = estimate_u(
             model,
             UReference::Prior,
             None,
+            self.policy.step.space.as_ref(),
             &UEstimatorOptions {
                 samples: u_samples,
                 seed,

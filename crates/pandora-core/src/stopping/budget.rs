@@ -25,12 +25,18 @@
 //! - [`UReference::Posterior`] (the same bound conditioned on the data so far, for a λ chosen
 //!   mid-run): `U_t = E[max_x f(x) | D_t] − y*_t`, from posterior paths ([`PosteriorPath`]).
 //!
-//! Values are in raw objective units (the model's outcome standardization is undone). The
-//! estimate comes with its Monte-Carlo standard error. A continuous maximization can only
-//! under-estimate each path's maximum, so use enough restarts (the defaults are `100·d` Sobol
-//! points and 2 restarts per path).
+//! Each path is maximized over exactly the points the study can propose: exclusive candidates
+//! only, or the unit cube restricted to the valid points of the study's [`MixedSpace`] (one-hot
+//! blocks of categorical parameters, grids of ints and ordinals; [`crate::optim::maximize_mixed`]).
+//! The maximum over the relaxed cube would be larger (a path peaks between the one-hot vertices
+//! as readily as at them), so `U` and with it λ would be too large, and the expected spend of
+//! Theorem 1 would not be the one the bound is about. Values are in raw objective units (the
+//! model's outcome standardization is undone). The estimate comes with its Monte-Carlo standard
+//! error. A maximization can only under-estimate each path's maximum, so use enough restarts
+//! (the defaults are `100·d` Sobol points and 2 restarts per path).
 
 use super::optimizer::OptimizerConfig;
+use super::search::{PathDomain, path_maximum};
 use super::{Candidates, check_positive};
 use crate::acquisition::ThompsonSample;
 use crate::error::{Error, Result};
@@ -38,7 +44,8 @@ use crate::gp::model::kernel_matrix;
 use crate::gp::paths::{PosteriorPath, PriorPath};
 use crate::gp::{GpModel, Kernel};
 use crate::linalg::{Cholesky, JitterPolicy};
-use crate::optim::multistart::{Objective, maximize, maximize_discrete};
+use crate::optim::MixedSpace;
+use crate::optim::multistart::Objective;
 use rand::{RngExt, SeedableRng};
 use rand_distr::StandardNormal;
 use rand_xoshiro::Xoshiro256PlusPlus;
@@ -182,12 +189,15 @@ impl Objective for PriorObjective {
     }
 }
 
-/// Estimates `U` for the fitted `model` on `[0,1]^d` (see the [module documentation](self)).
-/// With exclusive `candidates` the maximum is over that set only (and, for the prior, exact).
+/// Estimates `U` for the fitted `model` over the points a study can propose (see the
+/// [module documentation](self)): with exclusive `candidates` their set only (and, for the prior,
+/// exactly); otherwise the unit cube, restricted to the valid points of `space` when it has
+/// categorical or discrete parameters, plus any extra candidates.
 pub fn estimate_u(
     model: &GpModel,
     reference: UReference,
     candidates: Option<Candidates<'_>>,
+    space: Option<&MixedSpace>,
     opts: &UEstimatorOptions,
 ) -> Result<UEstimate> {
     if opts.samples < 2 {
@@ -211,9 +221,11 @@ pub fn estimate_u(
     if let (UReference::Prior, Some((pts, true))) = (reference, &cand) {
         return expected_max_on_set(kernel, pts, y_std, opts.samples, opts.seed);
     }
-    let mut ms = opts.optimizer.multistart_or(d, 100 * d, 2);
-    ms.lower = Some(model.to_internal(&vec![0.0; d])?);
-    ms.upper = Some(model.to_internal(&vec![1.0; d])?);
+    let domain = PathDomain {
+        candidates: cand,
+        space,
+        multistart: opts.optimizer.multistart_or(d, 100 * d, 2),
+    };
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(opts.seed);
     let mut out = Vec::with_capacity(opts.samples);
     for s in 0..opts.samples {
@@ -227,16 +239,12 @@ pub fn estimate_u(
                 path: PosteriorPath::sample(model.inner(), opts.num_features, &mut rng)?,
             }),
         };
-        let max = match &cand {
-            Some((pts, true)) => maximize_discrete(obj.as_ref(), pts)?.1,
-            other => {
-                let mut v = maximize(obj.as_ref(), &ms, opts.seed.wrapping_add(s as u64))?.value;
-                if let Some((pts, _)) = other {
-                    v = v.max(maximize_discrete(obj.as_ref(), pts)?.1);
-                }
-                v
-            }
-        };
+        let max = path_maximum(
+            obj.as_ref(),
+            model,
+            &domain,
+            opts.seed.wrapping_add(s as u64),
+        )?;
         out.push(match reference {
             UReference::Prior => y_std * max,
             UReference::Posterior { best } => y_mean + y_std * max - best,

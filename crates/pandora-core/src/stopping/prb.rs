@@ -9,10 +9,15 @@
 //! update, [`PosteriorPath`]). The sample size follows the reference schedule: `S = 64` at the
 //! first check, then `S ← min(⌈1.5 S⌉, 1000)` after every check. Defaults `ε = 0.05`,
 //! `δ = 0.05` (the paper's stated values; the reference code used `ε = 0.1` for its synthetic
-//! problems). Each path is maximized by multi-start L-BFGS-B on `[0,1]^d` (plus the candidates;
-//! exclusive candidate sets are searched exhaustively); the posterior is the one on all data.
+//! problems). Each path is maximized over exactly the points the run can propose: multi-start
+//! L-BFGS-B on `[0,1]^d`, restricted to the valid points of the run's [`RunState::space`] when it
+//! has categorical or discrete parameters ([`crate::optim::maximize_mixed`]: the relaxed cube's
+//! maximum lies between the one-hot vertices, where no trial can be, and would make every regret
+//! too large), plus the candidates (exclusive candidate sets are searched exhaustively); the
+//! posterior is the one on all data.
 
 use super::optimizer::OptimizerConfig;
+use super::search::{PathDomain, path_maximum};
 use super::{
     Candidates, Comparison, Decision, Guard, GuardState, RunState, Statistic, StoppingRule,
     check_positive, decide,
@@ -20,7 +25,6 @@ use super::{
 use crate::acquisition::ThompsonSample;
 use crate::error::{Error, Result};
 use crate::gp::paths::PosteriorPath;
-use crate::optim::multistart::{maximize, maximize_discrete};
 use rand::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 use serde::{Deserialize, Serialize};
@@ -119,31 +123,22 @@ impl Prb {
         let y_std = model.outcome_scale().1;
         let a = state.incumbent().0;
         let x_hat = model.to_internal(&state.x[a * d..(a + 1) * d])?;
-        let lower = model.to_internal(&vec![0.0; d])?;
-        let upper = model.to_internal(&vec![1.0; d])?;
-        let cand = match state.candidates {
+        let candidates = match state.candidates {
             Some(Candidates { points, exclusive }) => Some((model.to_internal(points)?, exclusive)),
             None => None,
         };
-        let mut ms = self.optimizer.multistart_or(d, 100 * d, 2);
-        ms.lower = Some(lower);
-        ms.upper = Some(upper);
+        let domain = PathDomain {
+            candidates,
+            space: state.space,
+            multistart: self.optimizer.multistart_or(d, 100 * d, 2),
+        };
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(state.seed ^ 0x7072_6200);
         let mut out = Vec::with_capacity(samples);
         for s in 0..samples {
             let path = PosteriorPath::sample(inner, self.num_features, &mut rng)?;
             let at_hat = path.value(&x_hat);
             let ts = ThompsonSample { path };
-            let max = match &cand {
-                Some((pts, true)) => maximize_discrete(&ts, pts)?.1,
-                other => {
-                    let mut m = maximize(&ts, &ms, state.seed.wrapping_add(s as u64))?.value;
-                    if let Some((pts, _)) = other {
-                        m = m.max(maximize_discrete(&ts, pts)?.1);
-                    }
-                    m
-                }
-            };
+            let max = path_maximum(&ts, model, &domain, state.seed.wrapping_add(s as u64))?;
             out.push((y_std * (max - at_hat)).max(0.0));
         }
         Ok(out)
