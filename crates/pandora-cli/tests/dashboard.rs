@@ -86,7 +86,13 @@ impl Drop for Server {
 
 fn serve(dir: &Path) -> Server {
     let mut child = Command::new(env!("CARGO_BIN_EXE_pandora"))
-        .args(["serve", "--storage", "sqlite:dash.db", "--bind", "127.0.0.1:0"])
+        .args([
+            "serve",
+            "--storage",
+            "sqlite:dash.db",
+            "--bind",
+            "127.0.0.1:0",
+        ])
         .current_dir(dir)
         .stderr(Stdio::piped())
         .spawn()
@@ -215,7 +221,10 @@ fn the_dashboard_shows_a_study_that_just_ran() {
     let dom = chromium(&bin, &profile, &["--dump-dom"], &page);
     let trials = status.complete + status.running + status.failed + status.abandoned;
     assert_eq!(value_of(&dom, "trial-count"), trials.to_string(), "{dom}");
-    assert_eq!(value_of(&dom, "complete-count"), status.complete.to_string());
+    assert_eq!(
+        value_of(&dom, "complete-count"),
+        status.complete.to_string()
+    );
     let best: f64 = value_of(&dom, "best-value").parse().unwrap();
     assert_eq!(best, status.best.unwrap().objective);
     assert_eq!(points_of(&dom, "best-vs-cost"), status.complete as usize);
@@ -242,19 +251,39 @@ fn the_dashboard_shows_a_study_that_just_ran() {
     let evil_page = format!("{}/?study={}", server.url, encode(EVIL_STUDY));
     let evil = chromium(&bin, &profile, &["--dump-dom"], &evil_page);
     assert_eq!(value_of(&evil, "trial-count"), "2", "{evil}");
-    assert!(evil.contains("&lt;script&gt;window.pwned=1&lt;/script&gt;"), "{evil}");
-    assert!(evil.contains("&lt;img src=x onerror=alert(2)&gt;"), "{evil}");
+    assert!(
+        evil.contains("&lt;script&gt;window.pwned=1&lt;/script&gt;"),
+        "{evil}"
+    );
+    assert!(
+        evil.contains("&lt;img src=x onerror=alert(2)&gt;"),
+        "{evil}"
+    );
     let shown = "&lt;b&gt;evil&lt;/b&gt;&lt;script&gt;window.pwned=3&lt;/script&gt;";
-    assert!(evil.contains(&format!("id=\"study-name\">{shown}<")), "{evil}");
+    assert!(
+        evil.contains(&format!("id=\"study-name\">{shown}<")),
+        "{evil}"
+    );
     for element in ["<script>window", "<img", "<b>"] {
-        assert!(!evil.contains(element), "{element} became an element: {evil}");
+        assert!(
+            !evil.contains(element),
+            "{element} became an element: {evil}"
+        );
     }
     let arg = format!("--screenshot={}", shots.join("evil.png").display());
-    chromium(&bin, &profile, &[&arg, "--window-size=1400,1200"], &evil_page);
+    chromium(
+        &bin,
+        &profile,
+        &[&arg, "--window-size=1400,1200"],
+        &evil_page,
+    );
 
     // The list of studies links both.
     let list = chromium(&bin, &profile, &["--dump-dom"], &format!("{}/", server.url));
     assert!(list.contains("href=\"?study=dash\""), "{list}");
     assert!(list.contains(&format!(">{shown}</a>")), "{list}");
-    assert!(!list.contains("<b>") && !list.contains("<script>window"), "{list}");
+    assert!(
+        !list.contains("<b>") && !list.contains("<script>window"),
+        "{list}"
+    );
 }

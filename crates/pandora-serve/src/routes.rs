@@ -113,10 +113,11 @@ async fn guard(State(app): State<App>, req: Request, next: Next) -> Response {
         r
     } else if !dashboard::is_asset(req.method(), req.uri().path())
         && !app.authorized(
-        req.headers()
-            .get(header::AUTHORIZATION)
-            .map(|v| v.as_bytes()),
-    ) {
+            req.headers()
+                .get(header::AUTHORIZATION)
+                .map(|v| v.as_bytes()),
+        )
+    {
         security::unauthorized()
     } else {
         next.run(req).await

@@ -22,7 +22,13 @@ struct Reply {
     body: String,
 }
 
-async fn call(r: &axum::Router, method: &str, path: &str, token: Option<&str>, body: &str) -> Reply {
+async fn call(
+    r: &axum::Router,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    body: &str,
+) -> Reply {
     let mut req = Request::builder().method(method).uri(path);
     if let Some(t) = token {
         req = req.header(header::AUTHORIZATION, format!("Bearer {t}"));
@@ -80,7 +86,10 @@ async fn the_page_and_its_assets_are_served_without_a_token() {
     let page = call(&r, "GET", "/", None, "").await;
     assert!(page.body.starts_with("<!doctype html>"), "{}", page.body);
     for src in ["/assets/dashboard.js", "/assets/dashboard.css"] {
-        assert!(page.body.contains(&format!("\"{src}\"")), "{src} not linked");
+        assert!(
+            page.body.contains(&format!("\"{src}\"")),
+            "{src} not linked"
+        );
     }
     // No CDN: no asset names another host (the script's one URL is the SVG namespace, a name).
     for asset in ASSETS {
@@ -202,14 +211,20 @@ async fn html_in_names_and_choices_stays_data() {
     assert_eq!(header(&setup, header::X_CONTENT_TYPE_OPTIONS), "nosniff");
     let s: Setup = serde_json::from_str(&setup.body).unwrap();
     assert_eq!(s.study, "evil");
-    assert_eq!((s.direction.as_str(), s.cost.as_str()), ("minimize", "reported"));
+    assert_eq!(
+        (s.direction.as_str(), s.cost.as_str()),
+        ("minimize", "reported")
+    );
     assert_eq!(s.budget.total, Some(50.0));
     assert_eq!(s.budget.max_trials, None);
     assert!(s.budget.count_initial && !s.stopping);
     assert_eq!(s.space[0].kind, "categorical");
     assert_eq!(s.space[0].name, EVIL);
     assert_eq!(s.space[0].choices.as_deref().unwrap()[0], EVIL_CHOICE);
-    assert_eq!((s.space[1].kind.as_str(), s.space[1].name.as_str()), ("float", "x"));
+    assert_eq!(
+        (s.space[1].kind.as_str(), s.space[1].name.as_str()),
+        ("float", "x")
+    );
 
     let after = call(&r, "GET", "/?study=evil", None, "").await;
     assert_eq!(after.body, before, "the page must not depend on the data");
