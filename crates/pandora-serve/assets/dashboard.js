@@ -457,7 +457,8 @@ function costModelNote(setup, trials) {
       "or runtime costs, the formula for known costs) against the cost observed; the dashed line is equality.";
   }
   return "No decision of this study records a predicted cost (cost kind \"" + setup.cost +
-    "\": the initial design and random steps predict none, and uniform costs are 1 by definition).";
+    "\": the initial design and random steps predict none under reported or runtime costs, " +
+    "and uniform costs are 1 by definition).";
 }
 
 function studyFacts(setup, status, trials) {
