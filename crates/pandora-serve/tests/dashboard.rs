@@ -62,7 +62,7 @@ fn server(dir: &tempfile::TempDir, token: Option<&str>) -> axum::Router {
     router(App::new(opts))
 }
 
-fn header<'a>(r: &'a Reply, name: header::HeaderName) -> &'a str {
+fn header(r: &Reply, name: header::HeaderName) -> &str {
     r.headers
         .get(&name)
         .unwrap_or_else(|| panic!("no {name} header"))
