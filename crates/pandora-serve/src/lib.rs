@@ -36,6 +36,7 @@
 //! objective ([`body::config`]).
 
 pub mod body;
+pub mod dashboard;
 pub mod error;
 pub mod pool;
 pub mod routes;

@@ -6,6 +6,7 @@
 //! does. The table is what `docs/openapi.json` is checked against (the crate's tests).
 
 use crate::body;
+use crate::dashboard;
 use crate::error::ApiError;
 use crate::security::{self, check_name};
 use crate::state::App;
@@ -17,6 +18,8 @@ use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, get, post};
+use pandora_study::config::{CostKind, ObjectiveKind};
+use pandora_study::space::{Direction, Param};
 use pandora_study::{Ask, Report, Study, Trial};
 use serde::{Deserialize, Serialize};
 
@@ -38,6 +41,7 @@ pub const ROUTES: &[Route] = &[
     route("GET", "/api/studies"),
     route("POST", "/api/studies"),
     route("GET", "/api/studies/{name}"),
+    route("GET", "/api/studies/{name}/setup"),
     route("GET", "/api/studies/{name}/best"),
     route("GET", "/api/studies/{name}/trials"),
     route("GET", "/api/studies/{name}/trials/{number}"),
@@ -52,6 +56,7 @@ fn handler(r: Route) -> Option<MethodRouter<App>> {
         ("GET", "/api/studies") => get(list_studies),
         ("POST", "/api/studies") => post(create_study),
         ("GET", "/api/studies/{name}") => get(status),
+        ("GET", "/api/studies/{name}/setup") => get(setup),
         ("GET", "/api/studies/{name}/best") => get(best),
         ("GET", "/api/studies/{name}/trials") => get(trials),
         ("GET", "/api/studies/{name}/trials/{number}") => get(trial),
@@ -62,7 +67,8 @@ fn handler(r: Route) -> Option<MethodRouter<App>> {
     })
 }
 
-/// The router of [`ROUTES`] with the guard ([`guard`]) and the body size limit.
+/// The router of [`ROUTES`] and the dashboard's files ([`dashboard::ASSETS`]), with the guard
+/// ([`guard`]) and the body size limit.
 pub fn router(app: App) -> axum::Router {
     let mut paths: Vec<&str> = ROUTES.iter().map(|r| r.path).collect();
     paths.sort_unstable();
@@ -78,6 +84,9 @@ pub fn router(app: App) -> axum::Router {
             router = router.route(path, m);
         }
     }
+    for asset in dashboard::ASSETS {
+        router = router.route(asset.path, dashboard::handler(*asset));
+    }
     let limit = app.max_body_bytes();
     router
         .fallback(no_route)
@@ -87,7 +96,8 @@ pub fn router(app: App) -> axum::Router {
         .with_state(app)
 }
 
-/// Rate limit, then token, then the request; every response gets `nosniff` and `no-store`.
+/// Rate limit, then token (except for the dashboard's files, which hold no data), then the
+/// request; every response gets `nosniff` and `no-store`.
 async fn guard(State(app): State<App>, req: Request, next: Next) -> Response {
     let mut response = if let Err(wait) = app.take_rate_token() {
         let mut r = ApiError::new(
@@ -101,11 +111,13 @@ async fn guard(State(app): State<App>, req: Request, next: Next) -> Response {
             r.headers_mut().insert(header::RETRY_AFTER, v);
         }
         r
-    } else if !app.authorized(
-        req.headers()
-            .get(header::AUTHORIZATION)
-            .map(|v| v.as_bytes()),
-    ) {
+    } else if !dashboard::is_asset(req.method(), req.uri().path())
+        && !app.authorized(
+            req.headers()
+                .get(header::AUTHORIZATION)
+                .map(|v| v.as_bytes()),
+        )
+    {
         security::unauthorized()
     } else {
         next.run(req).await
@@ -241,6 +253,62 @@ async fn status(
         storage: app.shown_url().to_string(),
         status: summary,
     }))
+}
+
+/// `GET /api/studies/{name}/setup`: what a display needs of the stored configuration.
+#[derive(Debug, Serialize)]
+struct Setup {
+    study: String,
+    direction: Direction,
+    objective: ObjectiveKind,
+    acquisition: String,
+    cost: CostKind,
+    budget: SetupBudget,
+    stopping: bool,
+    cvs: bool,
+    space: Vec<Param>,
+}
+
+/// The budget part of [`Setup`].
+#[derive(Debug, Serialize)]
+struct SetupBudget {
+    total: Option<f64>,
+    max_trials: Option<u64>,
+    count_initial: bool,
+}
+
+impl Setup {
+    fn of(name: String, study: &Study) -> Self {
+        let c = study.config();
+        Self {
+            study: name,
+            direction: c.study.direction,
+            objective: c.objective_kind(),
+            acquisition: c.policy.acquisition.clone(),
+            cost: c.cost.kind,
+            budget: SetupBudget {
+                total: c.budget.total,
+                max_trials: c.budget.max_trials,
+                count_initial: c.budget.count_initial,
+            },
+            stopping: c.policy.stopping.is_some(),
+            cvs: c.cvs.is_some(),
+            space: study.space().params.clone(),
+        }
+    }
+}
+
+async fn setup(
+    State(app): State<App>,
+    path: Result<Path<String>, PathRejection>,
+) -> Result<Json<Setup>, ApiError> {
+    let name = name_of(path)?;
+    let shown = name.clone();
+    let setup = app
+        .pool()
+        .with_study(name, move |study| Ok(Setup::of(shown, study)))
+        .await?;
+    Ok(Json(setup))
 }
 
 /// `GET /api/studies/{name}/best`.

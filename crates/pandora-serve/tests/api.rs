@@ -768,3 +768,50 @@ async fn a_real_server_answers_and_shuts_down() {
         .unwrap_err();
     assert!(e.to_string().contains("--token-file"), "{e}");
 }
+
+/// A request in flight when shutdown begins still gets its answer, and its effect is stored:
+/// the headers and half the body of a `POST /api/studies` are sent, shutdown is triggered, then
+/// the rest of the body follows; the server answers 201 and only then stops.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_in_flight_at_shutdown_finishes() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite:{}", dir.path().join("s.db").display());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let (addr_tx, addr_rx) = tokio::sync::oneshot::channel();
+    let server = tokio::spawn(pandora_serve::serve(
+        Options::new(url.clone()),
+        "127.0.0.1:0".parse().unwrap(),
+        async move {
+            let _ = stopped.await;
+        },
+        move |a| {
+            let _ = addr_tx.send(a);
+        },
+    ));
+    let addr = addr_rx.await.unwrap();
+    let body = toml_config("inflight", 4);
+    let (first, rest) = body.split_at(body.len() / 2);
+    let mut conn = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let head = format!(
+        "POST /api/studies HTTP/1.1\r\nHost: x\r\nContent-Type: application/toml\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{first}",
+        body.len()
+    );
+    conn.write_all(head.as_bytes()).await.unwrap();
+    // Let the server read the headers and start the request (it then waits for the body).
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    stop.send(()).unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    assert!(
+        !server.is_finished(),
+        "the server stopped with a request in flight"
+    );
+    conn.write_all(rest.as_bytes()).await.unwrap();
+    let mut reply = String::new();
+    conn.read_to_string(&mut reply).await.unwrap();
+    assert!(reply.starts_with("HTTP/1.1 201"), "{reply}");
+    server.await.unwrap().unwrap();
+    let mut storage = pandora_study::storage::open(&url).unwrap();
+    assert!(storage.study_config("inflight").unwrap().is_some());
+}
