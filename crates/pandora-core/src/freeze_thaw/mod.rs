@@ -80,8 +80,9 @@ use crate::gp::learning_curve::{LcFitOptions, LcParams, LcPosterior, LearningCur
 use crate::optim::multistart::MultiStartOptions;
 use serde::{Deserialize, Serialize};
 
-/// The steps of a run: positions on the model's time axis and the relative cost of each.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// The steps of a run: positions on the model's time axis and the relative cost of each
+/// (validated on construction, so no serde derive that could bypass [`Schedule::new`]).
+#[derive(Debug, Clone, PartialEq)]
 pub struct Schedule {
     positions: Vec<f64>,
     weights: Vec<f64>,
