@@ -75,7 +75,7 @@ pub use drops::final_value_drops;
 
 use crate::acquisition::CostModel;
 use crate::error::{Error, Result};
-use crate::gittins::freeze_thaw::{CurveRun, MAX_RUN_NODES};
+use crate::gittins::freeze_thaw::{CurveRun, check_grid};
 use crate::gp::learning_curve::{LcFitOptions, LcParams, LcPosterior, LearningCurveGp, Run};
 use crate::optim::multistart::MultiStartOptions;
 use serde::{Deserialize, Serialize};
@@ -169,7 +169,7 @@ pub struct ThawOptions {
     /// The cost-scaling factor `λ > 0` (value units per cost unit).
     pub lambda: f64,
     /// Grid values per step of each run's chain (odd, 3 to 1001; `T·grid_points` at most
-    /// [`MAX_RUN_NODES`]). Default 101.
+    /// [`MAX_RUN_NODES`](crate::gittins::freeze_thaw::MAX_RUN_NODES)). Default 101.
     pub grid_points: usize,
     /// Restart end points of the proxy maximization re-scored by the exact chain index (at
     /// least 1). Default 5.
@@ -360,23 +360,7 @@ fn check_options(opts: &ThawOptions, schedule: &Schedule) -> Result<()> {
     if opts.rescore == 0 {
         return Err(Error::invalid("rescore", "must be at least 1"));
     }
-    let p = opts.grid_points;
-    if !(3..=1001).contains(&p) || p.is_multiple_of(2) {
-        return Err(Error::invalid(
-            "grid_points",
-            format!("must be odd, from 3 to 1001, got {p}"),
-        ));
-    }
-    if 1 + schedule.len().saturating_mul(p) > MAX_RUN_NODES {
-        return Err(Error::invalid(
-            "grid_points",
-            format!(
-                "{} steps × {p} points is more than {MAX_RUN_NODES} states per run",
-                schedule.len()
-            ),
-        ));
-    }
-    Ok(())
+    check_grid("grid_points", schedule.len(), opts.grid_points)
 }
 
 /// The largest index, or stop (see the module doc for the ties).

@@ -95,19 +95,22 @@ fn check_gaussian(mean: f64, drops: &[f64], costs: &[f64], points: usize) -> Res
             "must be finite and ≥ 0",
         ));
     }
+    check_grid("points", costs.len(), points)
+}
+
+/// Checks a grid of `points` values per step for a chain of `steps` steps (odd, 3 to 1001, at
+/// most [`MAX_RUN_NODES`] states in all); errors name the field `what`.
+pub(crate) fn check_grid(what: &str, steps: usize, points: usize) -> Result<()> {
     if !(3..=1001).contains(&points) || points.is_multiple_of(2) {
         return Err(Error::invalid(
-            "points",
+            what,
             format!("must be odd, from 3 to 1001, got {points}"),
         ));
     }
-    if 1 + costs.len().saturating_mul(points) > MAX_RUN_NODES {
+    if 1 + steps.saturating_mul(points) > MAX_RUN_NODES {
         return Err(Error::invalid(
-            "points",
-            format!(
-                "{} steps × {points} points is more than {MAX_RUN_NODES} states",
-                costs.len()
-            ),
+            what,
+            format!("{steps} steps × {points} points is more than {MAX_RUN_NODES} states"),
         ));
     }
     Ok(())
