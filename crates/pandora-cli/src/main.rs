@@ -92,6 +92,10 @@ enum Command {
         /// repeat for each random parameter the trial's control set leaves to chance.
         #[arg(long = "random", value_name = "NAME=VALUE")]
         random: Vec<String>,
+        /// A `[fidelity]` study: the step (1-based) whose value --objective is. The trial pauses
+        /// after the last step of its run and completes at max_steps.
+        #[arg(long, value_name = "T")]
+        step: Option<u32>,
         /// Print JSON (for scripts) instead of words.
         #[arg(long)]
         json: bool,
@@ -275,6 +279,7 @@ fn main() {
             cost,
             failed,
             random,
+            step,
             json,
         } => {
             let (config, number) = match second {
@@ -295,6 +300,7 @@ fn main() {
                         cost,
                         failed,
                         random,
+                        step,
                         json,
                     },
                 ),

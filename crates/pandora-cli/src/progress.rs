@@ -183,6 +183,7 @@ mod tests {
                 complete,
                 failed,
                 abandoned,
+                paused: 0,
             },
             total_cost: spent,
             budget_spent: spent,

@@ -760,6 +760,20 @@ fn asked_text(target: &Target, t: &Trial) -> String {
             .map(|r| format!(" --random {r}=V"))
             .collect();
     }
+    if let (Some(from), Some(to)) = (t.step_from(), t.step_to) {
+        let how = if from > 1 {
+            format!("resume from the checkpoint after step {}", from - 1)
+        } else {
+            "start".to_string()
+        };
+        out.push_str(&format!(
+            "\nsteps {from} to {to}: {how}; after each step T:\n  pandora tell {} {} --step T \
+             --objective V",
+            target.args(),
+            t.number
+        ));
+        return out;
+    }
     out.push_str(&format!(
         "\nthen: pandora tell {} {} --objective V{random}   (--json for scripts)",
         target.args(),
@@ -779,6 +793,8 @@ pub struct TellArgs {
     pub failed: Option<String>,
     /// `--random NAME=VALUE`, repeated.
     pub random: Vec<String>,
+    /// `--step T`.
+    pub step: Option<u32>,
     /// `--json`: print the trial as JSON.
     pub json: bool,
 }
@@ -809,6 +825,7 @@ pub fn tell(target: &Target, number: u64, args: TellArgs) -> Result<()> {
         cost,
         failed,
         random,
+        step,
         json: as_json,
     } = args;
     let random = parse_random(&random)?;
@@ -820,6 +837,9 @@ pub fn tell(target: &Target, number: u64, args: TellArgs) -> Result<()> {
     match (objective, &failed) {
         (Some(_), Some(_)) => bail!("give either --objective or --failed"),
         (None, None) => bail!("give --objective V (and --cost C) or --failed REASON"),
+        (None, Some(_)) if step.is_some() => {
+            bail!("--step: a failure ends the whole trial; give --failed without --step")
+        }
         _ => {}
     }
     let mut study = target.study()?;
@@ -828,11 +848,15 @@ pub fn tell(target: &Target, number: u64, args: TellArgs) -> Result<()> {
         cost,
         failed,
         random,
+        step,
     };
     let t = study.report(number, &report).map_err(|e| match e {
         pandora_study::Error::NotFound(what) => anyhow!("{what} does not exist"),
         pandora_study::Error::Invalid { what, reason }
-            if matches!(what.as_str(), "objective" | "cost" | "failed" | "random") =>
+            if matches!(
+                what.as_str(),
+                "objective" | "cost" | "failed" | "random" | "step"
+            ) =>
         {
             anyhow!("--{what}: {reason}")
         }

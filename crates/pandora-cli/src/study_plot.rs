@@ -128,6 +128,8 @@ mod tests {
                 "test",
             ),
             error: None,
+            step_to: None,
+            steps: Vec::new(),
         }
     }
 

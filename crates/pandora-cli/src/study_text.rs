@@ -91,9 +91,13 @@ pub fn summary(cx: &Context<'_>, s: &Summary) -> String {
         trials,
     } = *cx;
     let mut out = format!(
-        "study {name}: {} complete, {} running, {} failed, {} abandoned\n",
+        "study {name}: {} complete, {} running, {} failed, {} abandoned",
         s.counts.complete, s.counts.running, s.counts.failed, s.counts.abandoned
     );
+    if s.counts.paused > 0 {
+        out.push_str(&format!(", {} paused", s.counts.paused));
+    }
+    out.push('\n');
     if let Some(r) = &s.stop_reason {
         out.push_str(&format!("finished: {r}\n"));
     }
@@ -215,6 +219,13 @@ pub fn trial(t: &Trial) -> String {
     let mut out = format!("trial {} ({})", t.number, t.state.as_str());
     if let Some(v) = t.objective {
         out.push_str(&format!(": objective {}", num(v)));
+    }
+    if let (Some(last), Some(to)) = (t.steps.last(), t.step_to) {
+        out.push_str(&format!(
+            ": step {} of this run's {to}, value {}",
+            last.step,
+            num(last.value)
+        ));
     }
     if let Some(c) = t.cost {
         out.push_str(&format!(", cost {}", num(c)));

@@ -226,6 +226,14 @@ impl NativeStudy {
                         finished: Some(f.to_string()),
                         state,
                     },
+                    // Optuna trials have no steps; `Study::decide_on` resumes only trials with
+                    // steps, which a history of Optuna trials does not hold.
+                    Decided::Resume { number, .. } => {
+                        return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                            "the decision resumes trial {number}: studies with steps \
+                             ([fidelity]) cannot propose on an outside history"
+                        )));
+                    }
                 };
                 serde_json::to_string(&out).map_err(json_err)
             })
@@ -312,6 +320,8 @@ impl HistoryTrial {
             heartbeat_at: self.created_at,
             decision,
             error: None,
+            step_to: None,
+            steps: Vec::new(),
         })
     }
 }

@@ -68,6 +68,10 @@ pub struct StudyConfig {
     /// and values for its parameters, and is told the realized values of the others.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cvs: Option<crate::cvs::section::CvsSection>,
+    /// Trials with steps (cost-aware freeze-thaw): runs of up to `max_steps` steps, paused and
+    /// resumed by the Gittins index policy (see `docs/freeze-thaw.md`, "Studies with steps").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fidelity: Option<crate::fidelity::FidelitySection>,
 }
 
 /// `[study]`.
@@ -478,6 +482,9 @@ impl StudyConfig {
         if let Some(c) = &self.cvs {
             self.validate_cvs_fit()?;
             c.validate(&self.search_space())?;
+        }
+        if let Some(f) = &self.fidelity {
+            f.validate(self)?;
         }
         Ok(())
     }

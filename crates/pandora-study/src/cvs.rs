@@ -385,6 +385,7 @@ pub(crate) fn decide(
             params: serde_json::Value::Object(params),
             x: x_new,
             decision: record,
+            step_to: None,
         },
         state.to_json(),
     ))

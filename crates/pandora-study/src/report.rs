@@ -13,8 +13,11 @@
 //!
 //! # Errors
 //!
-//! Every error names the field of the report: `objective`, `cost`, `failed`, `random`; a trial
-//! that does not exist is [`Error::NotFound`].
+//! A `[fidelity]` study's trials report their steps one at a time: a report with a `step` records
+//! that step's value ([`Study::tell_step`]); a failure ends the trial as for any study.
+//!
+//! Every error names the field of the report: `objective`, `cost`, `failed`, `random`, `step`; a
+//! trial that does not exist is [`Error::NotFound`].
 
 use crate::config::CostKind;
 use crate::error::{Error, Result};
@@ -40,6 +43,10 @@ pub struct Report {
     /// The realized values of a `[cvs]` trial's random parameters (name → number).
     #[serde(default)]
     pub random: serde_json::Map<String, serde_json::Value>,
+    /// A `[fidelity]` study: the step (1-based) whose value `objective` is; its cost is `cost`
+    /// (reported costs) or known to the study.
+    #[serde(default)]
+    pub step: Option<u32>,
 }
 
 impl Study {
@@ -51,6 +58,9 @@ impl Study {
             .find(|t| t.number == number)
             .ok_or_else(|| Error::NotFound(format!("trial {number}")))?;
         let known = self.trial_cost(trial);
+        if let Some(step) = report.step {
+            return self.report_step(number, step, report);
+        }
         if !report.random.is_empty() && report.failed.is_some() {
             return Err(Error::invalid(
                 "random",
@@ -97,10 +107,36 @@ impl Study {
     }
 }
 
+impl Study {
+    /// A report of one step of a `[fidelity]` study's trial.
+    fn report_step(&mut self, number: u64, step: u32, report: &Report) -> Result<Recorded> {
+        if report.failed.is_some() {
+            return Err(Error::invalid(
+                "step",
+                "a failure ends the whole trial: report it without a step",
+            ));
+        }
+        if !report.random.is_empty() {
+            return Err(Error::invalid(
+                "random",
+                "only a study with a [cvs] section has random parameters",
+            ));
+        }
+        let Some(value) = report.objective else {
+            return Err(Error::invalid(
+                "objective",
+                format!("required: the objective value at step {step}"),
+            ));
+        };
+        let trial = self.tell_step(number, step, value, report.cost)?;
+        Ok(Recorded { trial, late: None })
+    }
+}
+
 impl Ask {
     /// The ask as JSON, as `pandora ask --json` prints it: `{"number", "params"}` (and, in a
-    /// `[cvs]` study, `control_set`: `{index, name, controlled, random, cost}`), or
-    /// `{"finished": REASON}`.
+    /// `[cvs]` study, `control_set`: `{index, name, controlled, random, cost}`; in a `[fidelity]`
+    /// study, `steps`: `{from, to, resume}`), or `{"finished": REASON}`.
     pub fn to_json(&self) -> serde_json::Value {
         match self {
             Ask::Trial(t) => {
@@ -115,6 +151,11 @@ impl Ask {
                         "random": c.random,
                         "cost": c.cost,
                     });
+                }
+                if let (Some(from), Some(to)) = (t.step_from(), t.step_to) {
+                    // Run steps `from..=to`; `resume`: continue from the checkpoint of the steps
+                    // told before (`from − 1` of them).
+                    out["steps"] = json!({"from": from, "to": to, "resume": from > 1});
                 }
                 out
             }

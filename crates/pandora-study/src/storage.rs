@@ -8,7 +8,7 @@ pub mod postgres;
 pub mod sqlite;
 
 use crate::error::{Error, Result};
-use crate::trial::{Ask, Decided, Outcome, Told, Trial};
+use crate::trial::{Ask, Decided, Outcome, StepOutcome, StepReport, Told, Trial, TrialState};
 
 /// The decision callback of [`Storage::ask_with`]: given the study's trials and state, the next
 /// trial and the new state, or why there is none.
@@ -48,6 +48,15 @@ pub trait Storage: Send {
     /// changes nothing.
     fn tell_outcome(&mut self, study: &str, number: u64, outcome: &Outcome) -> Result<Told>;
 
+    /// Records one step of a running trial with steps (durable before returning): the step must
+    /// be the one after the trial's last told step and within its current run
+    /// ([`Trial::step_to`]). Telling the run's last step pauses the trial; telling the study's
+    /// last step (`max_steps`) completes it with that value as its objective. Step costs add up
+    /// in the trial's cost. A step of a trial that is not running (paused because its worker was
+    /// presumed gone, or done) is an error that changes nothing, so no step is ever recorded
+    /// twice. See [`apply_step`] for the rules, shared by every backend.
+    fn tell_step(&mut self, study: &str, number: u64, step: &StepOutcome) -> Result<Trial>;
+
     /// [`Storage::tell_outcome`], without saying whether the outcome was late.
     fn tell(&mut self, study: &str, number: u64, outcome: &Outcome) -> Result<Trial> {
         self.tell_outcome(study, number, outcome).map(|t| t.trial)
@@ -59,12 +68,13 @@ pub trait Storage: Send {
     /// Marks a running trial as alive now.
     fn heartbeat(&mut self, study: &str, number: u64) -> Result<()>;
 
-    /// Marks running trials whose last heartbeat is older than `timeout_s` as abandoned;
-    /// returns their numbers.
+    /// Marks running trials whose last heartbeat is older than `timeout_s` as abandoned (a trial
+    /// with steps as paused instead, keeping its told steps, so that it can be resumed); returns
+    /// their numbers.
     fn abandon_stale(&mut self, study: &str, timeout_s: f64) -> Result<Vec<u64>>;
 
-    /// Marks trial `number` abandoned with `reason` if it is running (its worker gives it up,
-    /// e.g. when stopped by a signal); returns whether it was. A trial already told or abandoned
+    /// Marks trial `number` abandoned (a trial with steps: paused) with `reason` if it is running
+    /// (its worker gives it up, e.g. when stopped by a signal); returns whether it was. A trial already told or abandoned
     /// is left as it is (`false`); a late outcome is recorded as for [`Storage::abandon_stale`].
     fn abandon(&mut self, study: &str, number: u64, reason: &str) -> Result<bool>;
 }
@@ -216,6 +226,99 @@ pub(crate) fn validate_outcome(outcome: &Outcome) -> Result<ValidOutcome<'_>> {
             })
         }
     }
+}
+
+/// The trial's state once a worker gives it up: abandoned, or paused for a trial with steps.
+pub(crate) const GIVEN_UP_STATE_SQL: &str =
+    "CASE WHEN step_to IS NULL THEN 'abandoned' ELSE 'paused' END";
+
+/// Applies a told step to `trial` (as loaded under the backend's lock), after checking it: the
+/// trial has steps and is running, the step is the next one and within the current run, the
+/// value is finite and the cost finite and > 0. Appends the step (told at `at`), adds its cost,
+/// refreshes the heartbeat and sets the new state: complete at `max_steps` (objective = value),
+/// paused at the end of the run, running otherwise. On error `trial` is unchanged.
+pub(crate) fn apply_step(trial: &mut Trial, s: &StepOutcome, at: f64) -> Result<()> {
+    let value = finite("value", s.value)?;
+    let cost = finite("cost", s.cost)?;
+    if cost <= 0.0 {
+        return Err(Error::invalid(
+            "cost",
+            format!("a step's cost must be > 0, got {cost}"),
+        ));
+    }
+    let who = format!("trial {}", trial.number);
+    let Some(step_to) = trial.step_to else {
+        return Err(Error::invalid(
+            who,
+            "has no steps (its study has no [fidelity] section): tell its outcome instead",
+        ));
+    };
+    if trial.state != TrialState::Running {
+        return Err(Error::invalid(
+            who,
+            format!(
+                "is {}, not running: step {} was not recorded (a paused trial's worker was                  presumed gone; ask again to resume it)",
+                trial.state.as_str(),
+                s.step
+            ),
+        ));
+    }
+    let next = trial.steps.len() as u32 + 1;
+    if s.step != next {
+        let why = if s.step < next {
+            format!("step {} was already told; the next step is {next}", s.step)
+        } else {
+            format!("the next step is {next}, got {}", s.step)
+        };
+        return Err(Error::invalid("step", why));
+    }
+    if s.step > step_to.min(s.max_steps) {
+        return Err(Error::invalid(
+            "step",
+            format!("this run of trial {} ends at step {step_to}", trial.number),
+        ));
+    }
+    trial.steps.push(StepReport {
+        step: s.step,
+        value,
+        cost,
+        at,
+    });
+    trial.cost = Some(trial.cost.unwrap_or(0.0) + cost);
+    trial.heartbeat_at = at;
+    if s.step == s.max_steps {
+        trial.state = TrialState::Complete;
+        trial.objective = Some(value);
+        trial.finished_at = Some(at);
+    } else if s.step == step_to {
+        trial.state = TrialState::Paused;
+    }
+    Ok(())
+}
+
+/// Checks an outcome against the trial it is told for, for a trial with steps: only a failure
+/// can be told (of a running or paused trial; the steps are told one by one), and its cost adds
+/// to the steps' costs. Returns the cost to store. Trials without steps: the outcome's cost.
+pub(crate) fn outcome_cost(trial: &Trial, valid: &ValidOutcome<'_>) -> Result<Option<f64>> {
+    if trial.step_to.is_none() {
+        if trial.state == TrialState::Paused {
+            return Err(Error::invalid(
+                format!("trial {}", trial.number),
+                "is paused without steps (corrupt storage?)",
+            ));
+        }
+        return Ok(valid.cost);
+    }
+    if valid.state != TrialState::Failed {
+        return Err(Error::invalid(
+            format!("trial {}", trial.number),
+            "has steps: tell each step's value (pandora tell ... --step T), or tell a failure",
+        ));
+    }
+    Ok(match (trial.cost, valid.cost) {
+        (None, c) => c,
+        (Some(a), b) => Some(a + b.unwrap_or(0.0)),
+    })
 }
 
 /// Seconds since the Unix epoch.

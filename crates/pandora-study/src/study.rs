@@ -14,7 +14,9 @@ use crate::config::{CostKind, StudyConfig, counts_toward_budget};
 use crate::error::{Error, Result};
 use crate::space::SearchSpace;
 use crate::storage::Storage;
-use crate::trial::{Decided, NewTrial, Outcome, Told, Trial, TrialCounts, TrialState, finish};
+use crate::trial::{
+    Decided, NewTrial, Outcome, StepOutcome, Told, Trial, TrialCounts, TrialState, finish,
+};
 use pandora_core::acquisition::{AcquisitionName, AcquisitionParams, LinearMeanCost};
 use pandora_core::gp::GpParams;
 use pandora_core::gp::fit::{FitOptions, NoiseSpec};
@@ -147,7 +149,8 @@ impl TimeSpent {
 
 impl Summary {
     /// The summary as JSON, as `pandora status` prints it and the Python package reads it:
-    /// `running`, `complete`, `failed`, `abandoned`, `total_cost`, `budget_spent`, `lambda`,
+    /// `running`, `complete`, `failed`, `abandoned`, `paused` (trials with steps waiting to be
+    /// resumed), `total_cost`, `budget_spent`, `lambda`,
     /// `best` (`{number, objective, params}` or null), `stopping` (`{rule, lambda, statistic,
     /// value, threshold, iteration, fired}` or null; a value not available yet is null),
     /// `stop_reason` (why the study is finished, in words, or null) and `finished` (the same as
@@ -160,6 +163,7 @@ impl Summary {
             "complete": self.counts.complete,
             "failed": self.counts.failed,
             "abandoned": self.counts.abandoned,
+            "paused": self.counts.paused,
             "total_cost": self.total_cost,
             "budget_spent": self.budget_spent,
             "lambda": self.lambda,
@@ -420,6 +424,63 @@ impl Study {
         self.recorded(told)
     }
 
+    /// Records step `step` of trial `number` of a `[fidelity]` study, with the objective `value`
+    /// at that step (durably). `cost` is the step's cost: required when costs are reported,
+    /// refused when they are known (uniform or a formula: the study computes it). Telling the
+    /// last step of the trial's run pauses it; telling step `max_steps` completes it. See
+    /// [`Storage::tell_step`].
+    pub fn tell_step(
+        &mut self,
+        number: u64,
+        step: u32,
+        value: f64,
+        cost: Option<f64>,
+    ) -> Result<Trial> {
+        let Some(section) = self.config.fidelity.clone() else {
+            return Err(Error::invalid(
+                "step",
+                "only a study with a [fidelity] section has steps",
+            ));
+        };
+        let schedule = section.schedule()?;
+        let trials = self.trials()?;
+        let trial = trials
+            .iter()
+            .find(|t| t.number == number)
+            .ok_or_else(|| Error::NotFound(format!("trial {number}")))?;
+        let costs = crate::fidelity::StepCosts::new(&self.config, &schedule, &[])?;
+        let cost = match (costs.known_step_cost(&trial.x, step), cost) {
+            (Some(c), None) => c,
+            (None, Some(c)) => c,
+            (Some(_), Some(_)) => {
+                return Err(Error::invalid(
+                    "cost",
+                    "this study's step costs are known (cost.kind): do not tell a cost",
+                ));
+            }
+            (None, None) if self.config.cost.kind == CostKind::Reported => {
+                return Err(Error::invalid(
+                    "cost",
+                    "required: this study's step costs are reported (cost.kind = \"reported\")",
+                ));
+            }
+            (None, None) => {
+                return Err(Error::invalid(
+                    "step",
+                    format!("must be between 1 and max_steps = {}", section.max_steps),
+                ));
+            }
+        };
+        let outcome = StepOutcome {
+            step,
+            value,
+            cost,
+            max_steps: section.max_steps,
+        };
+        self.storage
+            .tell_step(&self.config.study.name, number, &outcome)
+    }
+
     /// The study's view of a trial just told: for a late outcome, the budget after it.
     fn recorded(&mut self, told: Told) -> Result<Recorded> {
         let late = match told.late {
@@ -563,16 +624,19 @@ impl Study {
         } else {
             None
         };
-        let finished = stopped.or_else(|| still_finished(&self.config, &state));
+        let finished = stopped
+            .or_else(|| still_finished(&self.config, &state))
+            .or_else(|| thaw_stop(&self.config, &state));
         Ok(Summary {
             counts,
             total_cost,
             budget_spent,
             best,
-            lambda: match &self.config.cvs {
+            lambda: match (&self.config.cvs, &self.config.fidelity) {
                 // The Gittins policies record their λ with every decision.
-                Some(_) => trials.iter().rev().find_map(|t| t.decision.lambda),
-                None => self.next_lambda(&trials, &state)?,
+                (Some(_), _) => trials.iter().rev().find_map(|t| t.decision.lambda),
+                (None, Some(f)) => Some(f.lambda),
+                (None, None) => self.next_lambda(&trials, &state)?,
             },
             stopping,
             stop_reason: finished.as_ref().map(Finished::to_string),
@@ -629,9 +693,19 @@ fn still_finished(config: &StudyConfig, state: &StudyState) -> Option<Finished> 
     }
 }
 
+/// A `[fidelity]` study's stop by its index rule, recorded by the last ask.
+fn thaw_stop(config: &StudyConfig, state: &StudyState) -> Option<Finished> {
+    config.fidelity.as_ref()?;
+    match state.finished.as_ref()? {
+        f @ Finished::Stopped { .. } => Some(f.clone()),
+        _ => None,
+    }
+}
+
 /// One decision under the storage lock ([`Study::ask`]) or on given trials
 /// ([`Study::decide_on`]): a `[cvs]` study's in [`crate::cvs::decide`], every other study's in
-/// [`decide`], with the optimizer's own time in the record.
+/// [`decide`], a `[fidelity]` study's in [`crate::fidelity::decide`], with the optimizer's own
+/// time in the record.
 fn decide_timed(
     config: &StudyConfig,
     space: &SearchSpace,
@@ -641,9 +715,10 @@ fn decide_timed(
 ) -> Result<Decided> {
     let start = std::time::Instant::now();
     let state = StudyState::from_json(state)?;
-    let mut decided = match &config.cvs {
-        Some(section) => crate::cvs::decide(config, section, space, trials, state),
-        None => decide(config, space, step, trials, state),
+    let mut decided = match (&config.cvs, &config.fidelity) {
+        (Some(section), _) => crate::cvs::decide(config, section, space, trials, state),
+        (None, Some(section)) => crate::fidelity::decide(config, section, space, trials, state),
+        (None, None) => decide(config, space, step, trials, state),
     }?;
     // The optimizer's own time, next to the objective's (docs/studies.md "Time").
     if let Decided::Trial(new, _) = &mut decided {
@@ -797,6 +872,7 @@ fn decide(
         params: space.decode(&prop.x),
         x: prop.x,
         decision,
+        step_to: None,
     };
     Ok(Decided::Trial(trial, state.to_json()))
 }

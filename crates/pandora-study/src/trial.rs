@@ -16,6 +16,9 @@ pub enum TrialState {
     Failed,
     /// The worker vanished (no heartbeat before the timeout).
     Abandoned,
+    /// A trial with steps (a study with a `[fidelity]` section) between two runs: its told steps
+    /// are kept and a later ask may resume it from the next step.
+    Paused,
 }
 
 /// How many trials are in each state.
@@ -29,6 +32,8 @@ pub struct TrialCounts {
     pub failed: usize,
     /// Abandoned by their worker.
     pub abandoned: usize,
+    /// Trials with steps waiting to be resumed.
+    pub paused: usize,
 }
 
 impl TrialCounts {
@@ -39,6 +44,7 @@ impl TrialCounts {
             TrialState::Complete => self.complete += 1,
             TrialState::Failed => self.failed += 1,
             TrialState::Abandoned => self.abandoned += 1,
+            TrialState::Paused => self.paused += 1,
         }
     }
 
@@ -56,6 +62,7 @@ impl TrialState {
             Self::Complete => "complete",
             Self::Failed => "failed",
             Self::Abandoned => "abandoned",
+            Self::Paused => "paused",
         }
     }
 
@@ -66,6 +73,7 @@ impl TrialState {
             "complete" => Some(Self::Complete),
             "failed" => Some(Self::Failed),
             "abandoned" => Some(Self::Abandoned),
+            "paused" => Some(Self::Paused),
             _ => None,
         }
     }
@@ -99,9 +107,48 @@ pub struct Trial {
     pub decision: DecisionRecord,
     /// Why it failed.
     pub error: Option<String>,
+    /// A trial with steps: the last step its current (or last) run may report. `None` for the
+    /// trials of studies without a `[fidelity]` section.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step_to: Option<u32>,
+    /// A trial with steps: the values told so far, one per step from step 1, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub steps: Vec<StepReport>,
+}
+
+/// One told step of a trial with steps.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct StepReport {
+    /// The step (1-based).
+    pub step: u32,
+    /// The objective value reported at this step (user direction).
+    pub value: f64,
+    /// What the step cost.
+    pub cost: f64,
+    /// Unix time (seconds) when it was told.
+    pub at: f64,
+}
+
+/// A step a worker reports ([`crate::storage::Storage::tell_step`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StepOutcome {
+    /// The step (1-based): the one after the trial's last told step.
+    pub step: u32,
+    /// The objective value at this step (user direction).
+    pub value: f64,
+    /// The step's cost (finite, > 0).
+    pub cost: f64,
+    /// The study's last step: telling it completes the trial with this value as its objective.
+    pub max_steps: u32,
 }
 
 impl Trial {
+    /// The first step of the trial's current run (a trial with steps resumes after its last told
+    /// step); `None` for a trial without steps.
+    pub fn step_from(&self) -> Option<u32> {
+        self.step_to.map(|_| self.steps.len() as u32 + 1)
+    }
+
     /// The trial as JSON for exports: every field, and next to each Unix timestamp
     /// (`created_at`, `finished_at`, `heartbeat_at`, in seconds) the same instant as an ISO 8601
     /// UTC string (`created_at_iso`, ... ; `null` when the timestamp is absent).
@@ -208,6 +255,8 @@ pub struct NewTrial {
     pub x: Vec<f64>,
     /// What the step decided.
     pub decision: DecisionRecord,
+    /// A trial with steps: the last step of its first run (`None` otherwise).
+    pub step_to: Option<u32>,
 }
 
 /// The result of [`crate::study::Study::ask`].
@@ -228,6 +277,16 @@ pub enum Ask {
 pub enum Decided {
     /// Insert this trial as running and store the state.
     Trial(NewTrial, serde_json::Value),
+    /// Resume paused trial `number` (a trial with steps) for its steps up to `step_to`, running
+    /// for the asking worker, and store the state.
+    Resume {
+        /// The paused trial.
+        number: u64,
+        /// The last step of this run.
+        step_to: u32,
+        /// The study's new state.
+        state: serde_json::Value,
+    },
     /// No trial; store the state if given.
     Finished(Finished, Option<serde_json::Value>),
 }
@@ -253,6 +312,7 @@ mod tests {
             TrialState::Complete,
             TrialState::Abandoned,
             TrialState::Failed,
+            TrialState::Paused,
         ] {
             c.add(s);
         }
@@ -261,6 +321,7 @@ mod tests {
             complete: 3,
             failed: 2,
             abandoned: 1,
+            paused: 1,
         };
         assert_eq!(c, want);
         assert_eq!(c.done(), 6);
@@ -302,6 +363,8 @@ mod tests {
             heartbeat_at: 60.0,
             decision: DecisionRecord::new(pandora_core::policy::Phase::InitialDesign, "test"),
             error: None,
+            step_to: None,
+            steps: Vec::new(),
         };
         let v = t.export_json();
         assert_eq!(v["created_at"], 0.25);

@@ -19,6 +19,9 @@ use pandora_study::trial::{Ask, Decided};
 use pandora_study::{Error, Finished, NewTrial, Outcome, Trial, TrialState};
 use serde_json::{Value, json};
 
+#[path = "common/steps.rs"]
+mod steps;
+
 const ENV: &str = "PANDORA_TEST_POSTGRES_URL";
 
 /// A schema of its own for one test, dropped (with everything in it) when the guard goes.
@@ -90,6 +93,7 @@ fn counting_decide(trials: &[Trial], state: &Value) -> pandora_study::Result<Dec
             params: json!({ "n": n }),
             x: vec![n as f64 / 1000.0],
             decision: seen(n),
+            step_to: None,
         },
         json!({ "calls": calls + 1 }),
     ))
@@ -149,6 +153,7 @@ fn round_trip_of_every_field_survives_reopening() {
                         params: json!({"lr": 0.1, "layers": 3, "act": "relu"}),
                         x: vec![0.1, 0.123_456_789_012_345_67, 1.0 / 3.0],
                         decision: DecisionRecord::new(Phase::InitialDesign, "test"),
+                        step_to: None,
                     },
                     json!({"lambda": 0.25}),
                 ))
@@ -276,6 +281,7 @@ fn decide_error_rolls_back() {
                 params: json!({}),
                 x: vec![0.5, f64::NAN],
                 decision: DecisionRecord::new(Phase::InitialDesign, "test"),
+                step_to: None,
             },
             json!("changed"),
         ))
@@ -737,24 +743,24 @@ fn a_trial_is_told_at_most_once_under_races() {
 
 #[test]
 #[cfg_attr(not(pandora_postgres), ignore = "set PANDORA_TEST_POSTGRES_URL to run")]
-fn fresh_schema_gets_version_1_and_future_versions_are_refused() {
+fn fresh_schema_gets_the_newest_version_and_future_versions_are_refused() {
     let db = TestSchema::new("version");
     {
         let mut s = db.open();
-        assert_eq!(SCHEMA_VERSION, 1);
-        assert_eq!(s.schema_version().unwrap(), 1);
+        assert_eq!(SCHEMA_VERSION, 2);
+        assert_eq!(s.schema_version().unwrap(), 2);
     }
     // Reopening applies nothing twice.
     {
         let mut s = db.open();
-        assert_eq!(s.schema_version().unwrap(), 1);
+        assert_eq!(s.schema_version().unwrap(), 2);
     }
     let mut raw = db.raw();
     let rows: i64 = raw
         .query_one("SELECT COUNT(*) FROM schema_version", &[])
         .unwrap()
         .get(0);
-    assert_eq!(rows, 1);
+    assert_eq!(rows, 2);
     // The tables live in the test's schema.
     let tables: i64 = raw
         .query_one(
@@ -1051,4 +1057,13 @@ fn abandon_gives_up_one_running_trial_and_leaves_the_others() {
     assert_eq!(s.trials("s").unwrap()[1].state, TrialState::Complete);
     assert!(matches!(s.abandon("s", 7, "r"), Err(Error::NotFound(_))));
     assert!(matches!(s.abandon("nope", 0, "r"), Err(Error::NotFound(_))));
+}
+
+#[test]
+#[cfg_attr(not(pandora_postgres), ignore = "set PANDORA_TEST_POSTGRES_URL to run")]
+fn trials_with_steps_pause_resume_and_complete() {
+    let db = TestSchema::new("steps");
+    let mut s = db.open();
+    let reopen = || -> Box<dyn Storage> { Box::new(db.open()) };
+    steps::check_steps(&mut s, &reopen);
 }

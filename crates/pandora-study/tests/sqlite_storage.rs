@@ -11,6 +11,9 @@ use pandora_study::trial::{Ask, Decided};
 use pandora_study::{Error, NewTrial, Outcome, Trial, TrialState};
 use serde_json::{Value, json};
 
+#[path = "common/steps.rs"]
+mod steps;
+
 /// A database file in a fresh temporary directory (kept alive by the returned guard).
 fn temp_db() -> (tempfile::TempDir, String) {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -28,6 +31,7 @@ fn counting_decide(trials: &[Trial], state: &Value) -> pandora_study::Result<Dec
             params: json!({ "n": n }),
             x: vec![n as f64 / 1000.0],
             decision: seen(n),
+            step_to: None,
         },
         json!({ "calls": calls + 1 }),
     ))
@@ -86,6 +90,7 @@ fn round_trip_of_every_field_survives_reopening() {
                         params: json!({"lr": 0.1, "layers": 3, "act": "relu"}),
                         x: vec![0.1, 0.123_456_789_012_345_67, 1.0 / 3.0],
                         decision: DecisionRecord::new(Phase::InitialDesign, "test"),
+                        step_to: None,
                     },
                     json!({"lambda": 0.25}),
                 ))
@@ -204,6 +209,7 @@ fn decide_error_rolls_back() {
                 params: json!({}),
                 x: vec![0.5, f64::NAN],
                 decision: DecisionRecord::new(Phase::InitialDesign, "test"),
+                step_to: None,
             },
             json!("changed"),
         ))
@@ -518,24 +524,24 @@ fn concurrent_workers_get_distinct_trials_and_every_tell_is_stored() {
 }
 
 #[test]
-fn fresh_database_gets_schema_version_1_and_future_versions_are_refused() {
+fn fresh_database_gets_the_newest_schema_version_and_future_versions_are_refused() {
     let (_dir, path) = temp_db();
     {
         let s = SqliteStorage::open(&path).unwrap();
-        assert_eq!(SCHEMA_VERSION, 1);
-        assert_eq!(s.schema_version().unwrap(), 1);
+        assert_eq!(SCHEMA_VERSION, 2);
+        assert_eq!(s.schema_version().unwrap(), 2);
     }
     // Reopening applies nothing twice.
     {
         let s = SqliteStorage::open(&path).unwrap();
-        assert_eq!(s.schema_version().unwrap(), 1);
+        assert_eq!(s.schema_version().unwrap(), 2);
     }
     {
         let conn = rusqlite::Connection::open(&path).unwrap();
         let rows: i64 = conn
             .query_row("SELECT COUNT(*) FROM schema_version", [], |r| r.get(0))
             .unwrap();
-        assert_eq!(rows, 1);
+        assert_eq!(rows, 2);
         conn.execute(
             "INSERT INTO schema_version (version, applied_at) VALUES (?1, 0)",
             [SCHEMA_VERSION + 1],
@@ -776,4 +782,49 @@ fn abandon_gives_up_one_running_trial_and_leaves_the_others() {
     assert_eq!(s.trials("s").unwrap()[1].state, TrialState::Complete);
     assert!(matches!(s.abandon("s", 7, "r"), Err(Error::NotFound(_))));
     assert!(matches!(s.abandon("nope", 0, "r"), Err(Error::NotFound(_))));
+}
+
+#[test]
+fn trials_with_steps_pause_resume_and_complete() {
+    let (_dir, path) = temp_db();
+    let mut s = SqliteStorage::open(&path).unwrap();
+    let reopen = || -> Box<dyn Storage> { Box::new(SqliteStorage::open(&path).unwrap()) };
+    steps::check_steps(&mut s, &reopen);
+}
+
+#[test]
+fn a_version_1_database_is_migrated_and_keeps_its_trials() {
+    let (_dir, path) = temp_db();
+    {
+        // The schema of release 1, with one trial.
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch(
+            "CREATE TABLE schema_version (version INTEGER PRIMARY KEY NOT NULL, applied_at REAL NOT NULL);
+             INSERT INTO schema_version VALUES (1, 0);
+             CREATE TABLE studies (name TEXT PRIMARY KEY NOT NULL, config TEXT NOT NULL,
+                 state TEXT NOT NULL, created_at REAL NOT NULL);
+             CREATE TABLE trials (study TEXT NOT NULL REFERENCES studies(name),
+                 number INTEGER NOT NULL, state TEXT NOT NULL, params TEXT NOT NULL,
+                 x TEXT NOT NULL, objective REAL, cost REAL, worker TEXT,
+                 created_at REAL NOT NULL, finished_at REAL, heartbeat_at REAL NOT NULL,
+                 decision TEXT NOT NULL, error TEXT, PRIMARY KEY (study, number));
+             INSERT INTO studies VALUES ('old', '{}', 'null', 0);",
+        )
+        .unwrap();
+        let decision = serde_json::to_string(&seen(0)).unwrap();
+        conn.execute(
+            "INSERT INTO trials VALUES ('old', 0, 'complete', '{\"n\": 0}', '[0.5]', 1.5, 2.0, \
+             'w', 0, 1, 1, ?1, NULL)",
+            [decision],
+        )
+        .unwrap();
+    }
+    let mut s = SqliteStorage::open(&path).unwrap();
+    assert_eq!(s.schema_version().unwrap(), SCHEMA_VERSION);
+    let t = s.trials("old").unwrap().remove(0);
+    assert_eq!(
+        (t.state, t.objective, t.step_to),
+        (TrialState::Complete, Some(1.5), None)
+    );
+    assert!(t.steps.is_empty());
 }

@@ -337,6 +337,24 @@ pub struct StudyState {
     /// status reports say the study is finished, and why, without deciding again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finished: Option<Finished>,
+    /// A study with steps: the learning-curve model's last fit, the warm start of the next.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub freeze_thaw: Option<ThawCarry>,
+}
+
+/// What a study with steps carries from one decision of the freeze-thaw policy to the next.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ThawCarry {
+    /// The learning-curve model's hyperparameters as
+    /// [`LcParams::to_theta`](crate::gp::learning_curve::LcParams::to_theta) (Matérn 5/2
+    /// asymptote kernel).
+    pub theta: Vec<f64>,
+    /// The last decision's action (`"start"`, `"continue"` or `"stop"`).
+    pub action: String,
+    /// The best new configuration's index at the last decision.
+    pub start_index: f64,
+    /// The largest index of a run that could be continued at the last decision, if any.
+    pub best_continue: Option<f64>,
 }
 
 impl StudyState {

@@ -80,12 +80,15 @@ use postgres::{Client, NoTls, Row, Statement};
 
 use crate::error::{Error, Result};
 use crate::storage::{
-    Decide, Storage, ValidOutcome, check_study_name, finite, redact_url, validate_outcome,
+    Decide, GIVEN_UP_STATE_SQL, Storage, ValidOutcome, apply_step, check_study_name, finite,
+    outcome_cost, redact_url, validate_outcome,
 };
-use crate::trial::{Ask, Decided, NewTrial, Outcome, Told, Trial, TrialState};
+use crate::trial::{
+    Ask, Decided, NewTrial, Outcome, StepOutcome, StepReport, Told, Trial, TrialState,
+};
 
 /// The newest schema version this code knows (the number of migrations).
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 
 /// The PostgreSQL schema used when the URL has no `schema=` parameter.
 pub const DEFAULT_SCHEMA: &str = "pandora";
@@ -101,7 +104,8 @@ pub const IDLE_IN_TRANSACTION_TIMEOUT: &str = "5min";
 pub const MIGRATION_LOCK_KEY: i64 = 0x0070_616e_646f_7261;
 
 /// The migrations, in order: `MIGRATIONS[i]` brings the schema from version `i` to `i + 1`.
-const MIGRATIONS: &[&str] = &["
+const MIGRATIONS: &[&str] = &[
+    "
     CREATE TABLE studies (
         name TEXT PRIMARY KEY NOT NULL,
         config TEXT NOT NULL,
@@ -125,18 +129,36 @@ const MIGRATIONS: &[&str] = &["
         PRIMARY KEY (study, number)
     );
     CREATE INDEX trials_running ON trials (study, heartbeat_at) WHERE state = 'running';
-"];
+",
+    "
+    ALTER TABLE trials DROP CONSTRAINT trials_state_check;
+    ALTER TABLE trials ADD CONSTRAINT trials_state_check
+        CHECK (state IN ('running', 'complete', 'failed', 'abandoned', 'paused'));
+    ALTER TABLE trials ADD COLUMN step_to INTEGER CHECK (step_to >= 1);
+    CREATE TABLE steps (
+        study TEXT NOT NULL,
+        number BIGINT NOT NULL,
+        step INTEGER NOT NULL CHECK (step >= 1),
+        value DOUBLE PRECISION NOT NULL,
+        cost DOUBLE PRECISION NOT NULL,
+        at DOUBLE PRECISION NOT NULL,
+        PRIMARY KEY (study, number, step),
+        FOREIGN KEY (study, number) REFERENCES trials (study, number)
+    );
+",
+];
 
 /// The server's clock in Unix seconds, constant within one statement.
 const NOW: &str = "extract(epoch from statement_timestamp())::float8";
 
 /// The columns of `trials` in the order [`row_to_trial`] reads them.
 const TRIAL_COLUMNS: &str = "number, state, params, x, objective, cost, worker, created_at, \
-                             finished_at, heartbeat_at, decision, error";
+                             finished_at, heartbeat_at, decision, error, step_to";
 
 /// The same columns qualified with the alias `t`.
 const T_TRIAL_COLUMNS: &str = "t.number, t.state, t.params, t.x, t.objective, t.cost, t.worker, \
-                               t.created_at, t.finished_at, t.heartbeat_at, t.decision, t.error";
+                               t.created_at, t.finished_at, t.heartbeat_at, t.decision, t.error, \
+                               t.step_to";
 
 /// Statements prepared once per connection.
 struct Statements {
@@ -154,11 +176,33 @@ struct Statements {
     heartbeat: Statement,
     abandon: Statement,
     abandon_one: Statement,
+    study_steps: Statement,
+    trial_steps: Statement,
+    insert_step: Statement,
+    update_stepped: Statement,
+    resume: Statement,
 }
 
 impl Statements {
     fn prepare(c: &mut Client) -> std::result::Result<Self, postgres::Error> {
+        let steps = "SELECT number, step, value, cost, at FROM steps WHERE study = $1";
         Ok(Self {
+            study_steps: c.prepare(&format!("{steps} ORDER BY number, step"))?,
+            trial_steps: c.prepare(&format!("{steps} AND number = $2 ORDER BY step"))?,
+            insert_step: c.prepare(
+                "INSERT INTO steps (study, number, step, value, cost, at) \
+                 VALUES ($1, $2, $3, $4, $5, $6)",
+            )?,
+            update_stepped: c.prepare(
+                "UPDATE trials SET state = $3, objective = $4, cost = $5, finished_at = $6, \
+                 heartbeat_at = $7 WHERE study = $1 AND number = $2",
+            )?,
+            resume: c.prepare(&format!(
+                "UPDATE trials SET state = 'running', worker = $3, heartbeat_at = {NOW}, \
+                 step_to = $4, error = NULL \
+                 WHERE study = $1 AND number = $2 AND state = 'paused' AND step_to IS NOT NULL \
+                 RETURNING {TRIAL_COLUMNS}"
+            ))?,
             insert_study: c.prepare(&format!(
                 "INSERT INTO studies (name, config, state, created_at) \
                  VALUES ($1, $2, 'null', {NOW}) ON CONFLICT (name) DO NOTHING"
@@ -173,9 +217,10 @@ impl Statements {
             insert_trial: c.prepare(&format!(
                 "WITH ins AS ( \
                      INSERT INTO trials (study, number, state, params, x, objective, cost, \
-                         worker, created_at, finished_at, heartbeat_at, decision, error) \
+                         worker, created_at, finished_at, heartbeat_at, decision, error, \
+                         step_to) \
                      VALUES ($1, $2, 'running', $3, $4, NULL, NULL, $5, {NOW}, NULL, {NOW}, $6, \
-                         NULL) \
+                         NULL, $8) \
                      RETURNING created_at), \
                  upd AS (UPDATE studies SET state = $7 WHERE name = $1) \
                  SELECT created_at FROM ins"
@@ -184,12 +229,14 @@ impl Statements {
                 "UPDATE trials SET state = $3, objective = $4, cost = $5, error = $6, \
                  finished_at = {NOW}, params = COALESCE($7::text, params), \
                  x = COALESCE($8::text, x) \
-                 WHERE study = $1 AND number = $2 AND state IN ('running', 'abandoned') \
+                 WHERE study = $1 AND number = $2 \
+                 AND state IN ('running', 'abandoned', 'paused') \
                  RETURNING {TRIAL_COLUMNS}"
             ))?,
             trial_state: c.prepare("SELECT state FROM trials WHERE study = $1 AND number = $2")?,
-            lock_trial: c
-                .prepare("SELECT state FROM trials WHERE study = $1 AND number = $2 FOR UPDATE")?,
+            lock_trial: c.prepare(&format!(
+                "SELECT {TRIAL_COLUMNS} FROM trials WHERE study = $1 AND number = $2 FOR UPDATE"
+            ))?,
             study_trials: c.prepare(&format!(
                 "SELECT {T_TRIAL_COLUMNS} FROM studies s LEFT JOIN trials t ON t.study = s.name \
                  WHERE s.name = $1 ORDER BY t.number"
@@ -199,14 +246,14 @@ impl Statements {
                  WHERE study = $1 AND number = $2 AND state = 'running'"
             ))?,
             abandon: c.prepare(&format!(
-                "UPDATE trials SET state = 'abandoned', error = $3 \
+                "UPDATE trials SET state = {GIVEN_UP_STATE_SQL}, error = $3 \
                  WHERE study = $1 AND state = 'running' AND heartbeat_at < {NOW} - $2::float8 \
                  RETURNING number"
             ))?,
-            abandon_one: c.prepare(
-                "UPDATE trials SET state = 'abandoned', error = $3 \
-                 WHERE study = $1 AND number = $2 AND state = 'running'",
-            )?,
+            abandon_one: c.prepare(&format!(
+                "UPDATE trials SET state = {GIVEN_UP_STATE_SQL}, error = $3 \
+                 WHERE study = $1 AND number = $2 AND state = 'running'"
+            ))?,
         })
     }
 }
@@ -414,7 +461,58 @@ fn to_sql_number(number: u64) -> Result<i64> {
     i64::try_from(number).map_err(|_| Error::invalid("trial number", "too large"))
 }
 
-/// Reads a trial from the twelve columns of [`TRIAL_COLUMNS`] in `row`.
+/// Fills in the steps of `trials` (all of `study`, by number) if any has steps.
+fn attach_steps(
+    c: &mut impl postgres::GenericClient,
+    st: &Statements,
+    study: &str,
+    trials: &mut [Trial],
+) -> Result<()> {
+    if trials.iter().all(|t| t.step_to.is_none()) {
+        return Ok(());
+    }
+    for row in c.query(&st.study_steps, &[&study])? {
+        let (number, step) = row_to_step(&row)?;
+        // Trials are numbered 0, 1, ... in order, so the number is the index.
+        if let Some(t) = usize::try_from(number).ok().and_then(|i| trials.get_mut(i)) {
+            t.steps.push(step);
+        }
+    }
+    Ok(())
+}
+
+/// Fills in the steps of one trial if it has steps.
+fn attach_trial_steps(
+    c: &mut impl postgres::GenericClient,
+    st: &Statements,
+    study: &str,
+    trial: &mut Trial,
+) -> Result<()> {
+    if trial.step_to.is_some() {
+        let n = to_sql_number(trial.number)?;
+        for row in c.query(&st.trial_steps, &[&study, &n])? {
+            trial.steps.push(row_to_step(&row)?.1);
+        }
+    }
+    Ok(())
+}
+
+/// A `steps` row (selected as in [`Statements::study_steps`]): the trial number and the step.
+fn row_to_step(row: &Row) -> Result<(i64, StepReport)> {
+    let step: i32 = row.try_get(1)?;
+    Ok((
+        row.try_get(0)?,
+        StepReport {
+            step: u32::try_from(step)
+                .map_err(|e| Error::Storage(format!("corrupt step row: step: {e}")))?,
+            value: row.try_get(2)?,
+            cost: row.try_get(3)?,
+            at: row.try_get(4)?,
+        },
+    ))
+}
+
+/// Reads a trial from the thirteen columns of [`TRIAL_COLUMNS`] in `row`.
 fn row_to_trial(row: &Row) -> Result<Trial> {
     let bad = |what: &str, e: &dyn std::fmt::Display| {
         Error::Storage(format!("corrupt trial row: {what}: {e}"))
@@ -439,6 +537,12 @@ fn row_to_trial(row: &Row) -> Result<Trial> {
         heartbeat_at: row.try_get(9)?,
         decision: serde_json::from_str(&decision).map_err(|e| bad("decision", &e))?,
         error: row.try_get(11)?,
+        step_to: row
+            .try_get::<_, Option<i32>>(12)?
+            .map(u32::try_from)
+            .transpose()
+            .map_err(|e| bad("step_to", &e))?,
+        steps: Vec::new(),
     })
 }
 
@@ -652,13 +756,45 @@ impl Storage for PostgresStorage {
         let state_text: String = row.try_get(0)?;
         let state: serde_json::Value = serde_json::from_str(&state_text)?;
         // A statement after the lock: its snapshot includes every trial committed before.
-        let trials = tx
+        let mut trials = tx
             .query(&self.st.load_trials, &[&study])?
             .iter()
             .map(row_to_trial)
             .collect::<Result<Vec<_>>>()?;
+        // Steps told meanwhile may show up here beyond their trial row's state (a later
+        // snapshot); their trial is then still running in this decision, so nothing is resumed
+        // twice.
+        attach_steps(&mut tx, &self.st, study, &mut trials)?;
         let (new, new_state) = match decide(&trials, &state)? {
             Decided::Trial(new, new_state) => (new, new_state),
+            Decided::Resume {
+                number,
+                step_to,
+                state,
+            } => {
+                let n = to_sql_number(number)?;
+                let step_to_sql =
+                    i32::try_from(step_to).map_err(|_| Error::invalid("step_to", "too large"))?;
+                let Some(row) = tx.query_opt(
+                    &self.st.resume,
+                    &[&study, &n, &worker_text.as_ref(), &step_to_sql],
+                )?
+                else {
+                    return Err(Error::invalid(
+                        format!("trial {number}"),
+                        "is not a paused trial with steps and cannot be resumed",
+                    ));
+                };
+                let mut trial = row_to_trial(&row)?;
+                attach_trial_steps(&mut tx, &self.st, study, &mut trial)?;
+                let text = serde_json::to_string(&state)?;
+                tx.execute(
+                    "UPDATE studies SET state = $2 WHERE name = $1",
+                    &[&study, &text],
+                )?;
+                tx.commit()?;
+                return Ok(Ask::Trial(Box::new(trial)));
+            }
             Decided::Finished(finished, new_state) => {
                 if let Some(new_state) = new_state {
                     let text = serde_json::to_string(&new_state)?;
@@ -675,11 +811,16 @@ impl Storage for PostgresStorage {
             params: trial_params,
             x,
             decision,
+            step_to,
         } = new;
         for (i, &xi) in x.iter().enumerate() {
             // serde_json would silently store NaN or ±inf as null.
             finite(&format!("x[{i}]"), xi)?;
         }
+        let step_to_sql = step_to
+            .map(i32::try_from)
+            .transpose()
+            .map_err(|_| Error::invalid("step_to", "too large"))?;
         let number = trials.last().map_or(0, |t| t.number + 1);
         let params_text = serde_json::to_string(&trial_params)?;
         let x_text = serde_json::to_string(&x)?;
@@ -695,6 +836,7 @@ impl Storage for PostgresStorage {
                 &worker_text.as_ref(),
                 &decision_text,
                 &state_text,
+                &step_to_sql,
             ],
         )?;
         let created_at: f64 = row.try_get(0)?;
@@ -712,37 +854,41 @@ impl Storage for PostgresStorage {
             heartbeat_at: created_at,
             decision,
             error: None,
+            step_to,
+            steps: Vec::new(),
         })))
     }
 
     fn tell_outcome(&mut self, study: &str, number: u64, outcome: &Outcome) -> Result<Told> {
-        let ValidOutcome {
-            state,
-            objective,
-            cost,
-            error,
-            point,
-        } = validate_outcome(outcome)?;
+        let valid = validate_outcome(outcome)?;
         check_name("study name", study)?;
         let n = to_sql_number(number)?;
-        let error = error.map(pg_text);
-        let error = error.as_deref();
         // One transaction: the trial's row is locked, its state read (a late outcome is told
-        // apart), and only a running or abandoned trial changes.
+        // apart), and only a running, abandoned or paused trial changes.
         let mut tx = self.client.transaction()?;
-        let before: String = match tx.query_opt(&self.st.lock_trial, &[&study, &n])? {
+        let before = match tx.query_opt(&self.st.lock_trial, &[&study, &n])? {
             None => {
                 drop(tx);
                 return Err(self.trial_not_found(study, number));
             }
-            Some(row) => row.try_get(0)?,
+            Some(row) => row_to_trial(&row)?,
         };
-        if before != "running" && before != "abandoned" {
+        if matches!(before.state, TrialState::Complete | TrialState::Failed) {
             return Err(Error::invalid(
                 format!("trial {number} of study {study:?}"),
-                format!("already {before}, cannot be told again"),
+                format!("already {}, cannot be told again", before.state.as_str()),
             ));
         }
+        let cost = outcome_cost(&before, &valid)?;
+        let ValidOutcome {
+            state,
+            objective,
+            error,
+            point,
+            ..
+        } = valid;
+        let error = error.map(pg_text);
+        let error = error.as_deref();
         let row = tx.query_one(
             &self.st.tell,
             &[
@@ -756,12 +902,49 @@ impl Storage for PostgresStorage {
                 &point.as_ref().map(|p| p.1.as_str()),
             ],
         )?;
-        let trial = row_to_trial(&row)?;
+        let mut trial = row_to_trial(&row)?;
+        attach_trial_steps(&mut tx, &self.st, study, &mut trial)?;
         tx.commit()?;
         Ok(Told {
             trial,
-            late: before == "abandoned",
+            late: before.state == TrialState::Abandoned,
         })
+    }
+
+    fn tell_step(&mut self, study: &str, number: u64, step: &StepOutcome) -> Result<Trial> {
+        check_name("study name", study)?;
+        let n = to_sql_number(number)?;
+        let mut tx = self.client.transaction()?;
+        let mut trial = match tx.query_opt(&self.st.lock_trial, &[&study, &n])? {
+            None => {
+                drop(tx);
+                return Err(self.trial_not_found(study, number));
+            }
+            Some(row) => row_to_trial(&row)?,
+        };
+        attach_trial_steps(&mut tx, &self.st, study, &mut trial)?;
+        // The server's clock, as for every other timestamp (heartbeats are compared with it).
+        let at: f64 = tx.query_one(&format!("SELECT {NOW}"), &[])?.try_get(0)?;
+        apply_step(&mut trial, step, at)?;
+        let step_sql = i32::try_from(step.step).map_err(|_| Error::invalid("step", "too large"))?;
+        tx.execute(
+            &self.st.insert_step,
+            &[&study, &n, &step_sql, &step.value, &step.cost, &at],
+        )?;
+        tx.execute(
+            &self.st.update_stepped,
+            &[
+                &study,
+                &n,
+                &trial.state.as_str(),
+                &trial.objective,
+                &trial.cost,
+                &trial.finished_at,
+                &at,
+            ],
+        )?;
+        tx.commit()?;
+        Ok(trial)
     }
 
     fn trials(&mut self, study: &str) -> Result<Vec<Trial>> {
@@ -778,6 +961,8 @@ impl Storage for PostgresStorage {
                 trials.push(row_to_trial(row)?);
             }
         }
+        // Steps told after the statement above may show up beyond their trial row's state.
+        attach_steps(&mut self.client, &self.st, study, &mut trials)?;
         Ok(trials)
     }
 

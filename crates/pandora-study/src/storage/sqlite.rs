@@ -26,6 +26,14 @@
 //!        decision TEXT, error TEXT, PRIMARY KEY(study, number))
 //! ```
 //!
+//! Migration 2 adds trials with steps (studies with a `[fidelity]` section):
+//!
+//! ```sql
+//! ALTER TABLE trials ADD COLUMN step_to INTEGER;
+//! steps(study TEXT, number INTEGER, step INTEGER, value REAL, cost REAL, at REAL,
+//!       PRIMARY KEY(study, number, step))
+//! ```
+//!
 //! `config`, `state`, `params`, `x` and `decision` hold JSON text; times are Unix seconds.
 //!
 //! # Late outcomes
@@ -41,18 +49,22 @@ use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, 
 
 use crate::error::{Error, Result};
 use crate::storage::{
-    Decide, Storage, ValidOutcome, check_study_name, finite, now, validate_outcome,
+    Decide, GIVEN_UP_STATE_SQL, Storage, ValidOutcome, apply_step, check_study_name, finite, now,
+    outcome_cost, validate_outcome,
 };
-use crate::trial::{Ask, Decided, NewTrial, Outcome, Told, Trial, TrialState};
+use crate::trial::{
+    Ask, Decided, NewTrial, Outcome, StepOutcome, StepReport, Told, Trial, TrialState,
+};
 
 /// The newest schema version this code knows (the number of migrations).
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 
 /// How long a connection waits for another one's lock by default.
 pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The migrations, in order: `MIGRATIONS[i]` brings the schema from version `i` to `i + 1`.
-const MIGRATIONS: &[&str] = &["
+const MIGRATIONS: &[&str] = &[
+    "
     CREATE TABLE studies (
         name TEXT PRIMARY KEY NOT NULL,
         config TEXT NOT NULL,
@@ -75,11 +87,25 @@ const MIGRATIONS: &[&str] = &["
         error TEXT,
         PRIMARY KEY (study, number)
     );
-"];
+",
+    "
+    ALTER TABLE trials ADD COLUMN step_to INTEGER;
+    CREATE TABLE steps (
+        study TEXT NOT NULL,
+        number INTEGER NOT NULL,
+        step INTEGER NOT NULL,
+        value REAL NOT NULL,
+        cost REAL NOT NULL,
+        at REAL NOT NULL,
+        PRIMARY KEY (study, number, step),
+        FOREIGN KEY (study, number) REFERENCES trials(study, number)
+    );
+",
+];
 
 /// The columns of `trials` in the order [`row_to_trial`] reads them.
 const TRIAL_COLUMNS: &str = "number, state, params, x, objective, cost, worker, created_at, \
-                             finished_at, heartbeat_at, decision, error";
+                             finished_at, heartbeat_at, decision, error, step_to";
 
 /// [`Storage`] in an SQLite database (a file, or `:memory:`).
 ///
@@ -334,26 +360,93 @@ fn row_to_trial(r: &rusqlite::Row<'_>) -> rusqlite::Result<Trial> {
         heartbeat_at: r.get(9)?,
         decision: serde_json::from_str(&decision).map_err(|e| json_err(10, e))?,
         error: r.get(11)?,
+        step_to: r.get(12)?,
+        steps: Vec::new(),
     })
 }
 
-/// All trials of `study`, by number (the study's existence is not checked).
+/// All trials of `study`, by number, with their steps (the study's existence is not checked).
 fn load_trials(conn: &Connection, study: &str) -> Result<Vec<Trial>> {
     let mut stmt = conn.prepare_cached(&format!(
         "SELECT {TRIAL_COLUMNS} FROM trials WHERE study = ?1 ORDER BY number"
     ))?;
     let rows = stmt.query_map([study], row_to_trial)?;
-    Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    let mut trials = rows.collect::<rusqlite::Result<Vec<_>>>()?;
+    if trials.iter().any(|t| t.step_to.is_some()) {
+        let mut stmt = conn.prepare_cached(
+            "SELECT number, step, value, cost, at FROM steps WHERE study = ?1 \
+             ORDER BY number, step",
+        )?;
+        let rows = stmt.query_map([study], |r| Ok((r.get::<_, i64>(0)?, step_of_row(r)?)))?;
+        for row in rows {
+            let (number, step) = row?;
+            // Trials are numbered 0, 1, ... in order, so the number is the index.
+            if let Some(t) = usize::try_from(number).ok().and_then(|i| trials.get_mut(i)) {
+                t.steps.push(step);
+            }
+        }
+    }
+    Ok(trials)
 }
 
-/// Trial `number` of `study`, if it exists.
+/// A `steps` row's step, value, cost and time (columns 1 to 4).
+fn step_of_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<StepReport> {
+    Ok(StepReport {
+        step: r.get(1)?,
+        value: r.get(2)?,
+        cost: r.get(3)?,
+        at: r.get(4)?,
+    })
+}
+
+/// Trial `number` of `study` with its steps, if it exists.
 fn load_trial(conn: &Connection, study: &str, number: u64) -> Result<Option<Trial>> {
     let mut stmt = conn.prepare_cached(&format!(
         "SELECT {TRIAL_COLUMNS} FROM trials WHERE study = ?1 AND number = ?2"
     ))?;
-    Ok(stmt
-        .query_row(params![study, to_sql_number(number)?], row_to_trial)
-        .optional()?)
+    let n = to_sql_number(number)?;
+    let Some(mut trial) = stmt.query_row(params![study, n], row_to_trial).optional()? else {
+        return Ok(None);
+    };
+    if trial.step_to.is_some() {
+        let mut stmt = conn.prepare_cached(
+            "SELECT number, step, value, cost, at FROM steps WHERE study = ?1 AND number = ?2 \
+             ORDER BY step",
+        )?;
+        let rows = stmt.query_map(params![study, n], step_of_row)?;
+        trial.steps = rows.collect::<rusqlite::Result<Vec<_>>>()?;
+    }
+    Ok(Some(trial))
+}
+
+/// Puts paused trial `number` back to running for `worker`, up to step `step_to`.
+fn resume_trial(
+    tx: &Transaction<'_>,
+    study: &str,
+    number: u64,
+    step_to: u32,
+    worker: &str,
+) -> Result<Trial> {
+    let changed = tx
+        .prepare_cached(
+            "UPDATE trials SET state = 'running', worker = ?3, heartbeat_at = ?4, step_to = ?5, \
+             error = NULL WHERE study = ?1 AND number = ?2 AND state = 'paused' \
+             AND step_to IS NOT NULL",
+        )?
+        .execute(params![
+            study,
+            to_sql_number(number)?,
+            worker,
+            now(),
+            step_to
+        ])?;
+    if changed != 1 {
+        return Err(Error::invalid(
+            format!("trial {number}"),
+            "is not a paused trial with steps and cannot be resumed",
+        ));
+    }
+    load_trial(tx, study, number)?.ok_or_else(|| trial_not_found(tx, study, number))
 }
 
 impl Storage for SqliteStorage {
@@ -420,6 +513,17 @@ impl Storage for SqliteStorage {
         let trials = load_trials(&tx, study)?;
         let (new, new_state) = match decide(&trials, &state)? {
             Decided::Trial(new, new_state) => (new, new_state),
+            Decided::Resume {
+                number,
+                step_to,
+                state,
+            } => {
+                let trial = resume_trial(&tx, study, number, step_to, worker)?;
+                tx.prepare_cached("UPDATE studies SET state = ?2 WHERE name = ?1")?
+                    .execute(params![study, serde_json::to_string(&state)?])?;
+                tx.commit()?;
+                return Ok(Ask::Trial(Box::new(trial)));
+            }
             Decided::Finished(finished, new_state) => {
                 if let Some(new_state) = new_state {
                     tx.prepare_cached("UPDATE studies SET state = ?2 WHERE name = ?1")?
@@ -433,6 +537,7 @@ impl Storage for SqliteStorage {
             params: trial_params,
             x,
             decision,
+            step_to,
         } = new;
         for (i, &xi) in x.iter().enumerate() {
             // serde_json would silently store NaN or ±inf as null.
@@ -442,8 +547,8 @@ impl Storage for SqliteStorage {
         let t = now();
         tx.prepare_cached(
             "INSERT INTO trials (study, number, state, params, x, objective, cost, worker, \
-             created_at, finished_at, heartbeat_at, decision, error) \
-             VALUES (?1, ?2, ?3, ?4, ?5, NULL, NULL, ?6, ?7, NULL, ?7, ?8, NULL)",
+             created_at, finished_at, heartbeat_at, decision, error, step_to) \
+             VALUES (?1, ?2, ?3, ?4, ?5, NULL, NULL, ?6, ?7, NULL, ?7, ?8, NULL, ?9)",
         )?
         .execute(params![
             study,
@@ -454,6 +559,7 @@ impl Storage for SqliteStorage {
             worker,
             t,
             serde_json::to_string(&decision)?,
+            step_to,
         ])?;
         tx.prepare_cached("UPDATE studies SET state = ?2 WHERE name = ?1")?
             .execute(params![study, serde_json::to_string(&new_state)?])?;
@@ -471,23 +577,27 @@ impl Storage for SqliteStorage {
             heartbeat_at: t,
             decision,
             error: None,
+            step_to,
+            steps: Vec::new(),
         })))
     }
 
     fn tell_outcome(&mut self, study: &str, number: u64, outcome: &Outcome) -> Result<Told> {
-        let ValidOutcome {
-            state,
-            objective,
-            cost,
-            error,
-            point,
-        } = validate_outcome(outcome)?;
+        let valid = validate_outcome(outcome)?;
         let tx = self.immediate()?;
         let Some(trial) = load_trial(&tx, study, number)? else {
             return Err(trial_not_found(&tx, study, number));
         };
+        let cost = outcome_cost(&trial, &valid)?;
+        let ValidOutcome {
+            state,
+            objective,
+            error,
+            point,
+            ..
+        } = valid;
         match trial.state {
-            TrialState::Running | TrialState::Abandoned => {}
+            TrialState::Running | TrialState::Abandoned | TrialState::Paused => {}
             done @ (TrialState::Complete | TrialState::Failed) => {
                 return Err(Error::invalid(
                     format!("trial {number} of study {study:?}"),
@@ -544,6 +654,36 @@ impl Storage for SqliteStorage {
         })
     }
 
+    fn tell_step(&mut self, study: &str, number: u64, step: &StepOutcome) -> Result<Trial> {
+        let tx = self.immediate()?;
+        let Some(mut trial) = load_trial(&tx, study, number)? else {
+            return Err(trial_not_found(&tx, study, number));
+        };
+        let at = now();
+        apply_step(&mut trial, step, at)?;
+        let n = to_sql_number(number)?;
+        tx.prepare_cached(
+            "INSERT INTO steps (study, number, step, value, cost, at) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        )?
+        .execute(params![study, n, step.step, step.value, step.cost, at])?;
+        tx.prepare_cached(
+            "UPDATE trials SET state = ?3, objective = ?4, cost = ?5, finished_at = ?6, \
+             heartbeat_at = ?7 WHERE study = ?1 AND number = ?2",
+        )?
+        .execute(params![
+            study,
+            n,
+            trial.state.as_str(),
+            trial.objective,
+            trial.cost,
+            trial.finished_at,
+            at
+        ])?;
+        tx.commit()?;
+        Ok(trial)
+    }
+
     fn trials(&mut self, study: &str) -> Result<Vec<Trial>> {
         // A read transaction gives a consistent snapshot of the study and its trials.
         let tx = self.conn.transaction()?;
@@ -596,10 +736,10 @@ impl Storage for SqliteStorage {
             let rows = stmt.query_map(params![study, cutoff], |r| r.get::<_, i64>(0))?;
             rows.map(|n| Ok(n? as u64)).collect::<Result<Vec<u64>>>()?
         };
-        tx.prepare_cached(
-            "UPDATE trials SET state = 'abandoned', error = ?3 \
-             WHERE study = ?1 AND state = 'running' AND heartbeat_at < ?2",
-        )?
+        tx.prepare_cached(&format!(
+            "UPDATE trials SET state = {GIVEN_UP_STATE_SQL}, error = ?3 \
+             WHERE study = ?1 AND state = 'running' AND heartbeat_at < ?2"
+        ))?
         .execute(params![
             study,
             cutoff,
@@ -613,10 +753,10 @@ impl Storage for SqliteStorage {
         let n = to_sql_number(number)?;
         let tx = self.immediate()?;
         let changed = tx
-            .prepare_cached(
-                "UPDATE trials SET state = 'abandoned', error = ?3 \
-                 WHERE study = ?1 AND number = ?2 AND state = 'running'",
-            )?
+            .prepare_cached(&format!(
+                "UPDATE trials SET state = {GIVEN_UP_STATE_SQL}, error = ?3 \
+                 WHERE study = ?1 AND number = ?2 AND state = 'running'"
+            ))?
             .execute(params![study, n, reason])?;
         if changed == 0 {
             let exists = tx

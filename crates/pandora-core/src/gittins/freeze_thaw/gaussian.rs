@@ -100,7 +100,7 @@ fn check_gaussian(mean: f64, drops: &[f64], costs: &[f64], points: usize) -> Res
 
 /// Checks a grid of `points` values per step for a chain of `steps` steps (odd, 3 to 1001, at
 /// most [`MAX_RUN_NODES`] states in all); errors name the field `what`.
-pub(crate) fn check_grid(what: &str, steps: usize, points: usize) -> Result<()> {
+pub fn check_grid(what: &str, steps: usize, points: usize) -> Result<()> {
     if !(3..=1001).contains(&points) || points.is_multiple_of(2) {
         return Err(Error::invalid(
             what,

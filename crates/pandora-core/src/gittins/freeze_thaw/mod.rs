@@ -79,7 +79,7 @@ mod local;
 
 pub use curve::{CurveNode, CurveRun, MAX_RUN_NODES};
 pub use dp::DP_MAX_STATES;
-pub(crate) use gaussian::check_grid;
+pub use gaussian::check_grid;
 
 use crate::error::{Error, Result};
 
