@@ -1,0 +1,200 @@
+//! Studies with steps from the command line: `pandora ask` hands out start and resume actions,
+//! `pandora tell --step` records steps, and `kill -9` of either at random moments loses no told
+//! step and never records a step twice.
+
+mod common;
+use common::{export, pandora};
+
+use serde_json::Value;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+const CONFIG: &str = r#"
+[study]
+name = "steps"
+storage = "sqlite:steps.db"
+direction = "maximize"
+
+[objective]
+kind = "external"
+
+[[space]]
+name = "a"
+type = "float"
+low = 0.0
+high = 1.0
+
+[budget]
+total = 24.0
+
+[policy]
+initial_design = 3
+seed = 1
+
+[fidelity]
+max_steps = 6
+lambda = 0.002
+steps_per_ask = 2
+"#;
+
+fn setup() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("s.toml"), CONFIG).unwrap();
+    dir
+}
+
+fn json(dir: &Path, args: &[&str]) -> Value {
+    let (code, out, err) = pandora(dir, args);
+    assert_eq!(code, 0, "{args:?}: {err}");
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("{args:?}: {e}: {out}"))
+}
+
+/// The learning curve of configuration `a` at step `t`.
+fn curve(a: f64, t: u64) -> f64 {
+    (1.0 - (a - 0.4).powi(2)) * (1.0 - (-(t as f64) / 2.0).exp())
+}
+
+#[test]
+fn ask_hands_out_steps_and_tell_records_them_one_by_one() {
+    let dir = setup();
+    let d = dir.path();
+    let asked = json(d, &["ask", "s.toml", "--json"]);
+    assert_eq!(asked["steps"], serde_json::json!({"from": 1, "to": 2, "resume": false}));
+    let n = asked["number"].to_string();
+    let told = json(d, &["tell", "s.toml", &n, "--step", "1", "--objective", "0.5", "--json"]);
+    assert_eq!((told["state"].as_str(), told["cost"].as_f64()), (Some("running"), Some(1.0)));
+    // A step told twice is refused and changes nothing.
+    let (code, _, err) = pandora(d, &["tell", "s.toml", &n, "--step", "1", "--objective", "0.6"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("already told"), "{err}");
+    let told = json(d, &["tell", "s.toml", &n, "--step", "2", "--objective", "0.7", "--json"]);
+    assert_eq!(told["state"], "paused");
+    // Known costs are the study's to compute; a failure ends the whole trial, without a step.
+    let (code, _, err) = pandora(d, &["tell", "s.toml", &n, "--step", "3", "--objective", "1", "--cost", "2"]);
+    assert_ne!(code, 0, "{err}");
+    let (code, _, err) = pandora(d, &["tell", "s.toml", &n, "--step", "3", "--failed", "x"]);
+    assert!(code != 0 && err.contains("--step"), "{err}");
+    let status = json(d, &["status", "s.toml", "--json"]);
+    assert_eq!((status["paused"].as_u64(), status["budget_spent"].as_f64()), (Some(1), Some(2.0)));
+    let (code, text, _) = pandora(d, &["ask", "s.toml"]);
+    assert_eq!(code, 0);
+    assert!(text.contains("--step T"), "{text}");
+    let trials = export(d, "s.toml");
+    let steps: Vec<u64> = trials[0]["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["step"].as_u64().unwrap())
+        .collect();
+    assert_eq!(steps, [1, 2]);
+}
+
+/// A deterministic pseudo-random number in [0, 1) for `k`.
+fn unit(k: u64) -> f64 {
+    let mut z = k.wrapping_mul(0x9e37_79b9_7f4a_7c15).wrapping_add(7);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    (z >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// Runs `pandora args` in `dir` and, with probability 1/2, kills it with SIGKILL after a random
+/// delay of up to 40 ms; returns its stdout if it finished.
+fn run_or_kill(dir: &Path, args: &[&str], k: &mut u64) -> Option<String> {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_pandora"))
+        .args(args)
+        .current_dir(dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    *k += 1;
+    if unit(*k) < 0.5 {
+        *k += 1;
+        std::thread::sleep(Duration::from_micros((unit(*k) * 40_000.0) as u64));
+        let _ = child.kill();
+    }
+    let out = child.wait_with_output().unwrap();
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// The told steps of every trial, from the export.
+fn told(dir: &Path) -> Vec<(Value, Vec<u64>)> {
+    export(dir, "s.toml")
+        .into_iter()
+        .map(|t| {
+            let steps = t["steps"].as_array().map_or(Vec::new(), |s| {
+                s.iter().map(|s| s["step"].as_u64().unwrap()).collect()
+            });
+            (t, steps)
+        })
+        .collect()
+}
+
+/// A worker loop whose `ask` and `tell` processes are killed at random moments. Like a real worker
+/// it re-reads the study after a kill (its checkpoint is the last step the study recorded) and
+/// treats a trial whose ask it never saw as lost (the heartbeat timeout pauses it, here by
+/// `abandon_stale`). At the end every trial's steps are 1, 2, ... without a gap or a repeat, and
+/// every step whose tell returned is recorded.
+#[test]
+fn kill_nine_at_random_moments_loses_no_told_step_and_repeats_none() {
+    let dir = setup();
+    let d = dir.path();
+    let mut k = 0u64;
+    let mut confirmed: Vec<(u64, u64)> = Vec::new();
+    let mut kills = 0;
+    for _round in 0..60 {
+        let Some(out) = run_or_kill(d, &["ask", "s.toml", "--json"], &mut k) else {
+            kills += 1;
+            // The ask may have handed out a trial nobody knows of: give it up (paused).
+            abandon_stale(d);
+            continue;
+        };
+        let asked: Value = serde_json::from_str(&out).unwrap();
+        if asked.get("finished").is_some() {
+            break;
+        }
+        let n = asked["number"].as_u64().unwrap();
+        let a = asked["params"]["a"].as_f64().unwrap();
+        let (from, to) = (asked["steps"]["from"].as_u64().unwrap(), asked["steps"]["to"].as_u64().unwrap());
+        let mut step = from;
+        while step <= to {
+            let v = curve(a, step).to_string();
+            let args = ["tell", "s.toml", &n.to_string(), "--step", &step.to_string(), "--objective", &v];
+            if run_or_kill(d, &args, &mut k).is_some() {
+                confirmed.push((n, step));
+                step += 1;
+                continue;
+            }
+            kills += 1;
+            // Killed: the step is recorded or not, never half; go on after what is recorded.
+            let recorded = told(d)[n as usize].1.len() as u64;
+            assert!(recorded == step || recorded == step - 1, "trial {n}: {recorded} after step {step}");
+            step = recorded + 1;
+        }
+    }
+    assert!(kills >= 10, "only {kills} kills");
+    let trials = told(d);
+    for (t, steps) in &trials {
+        assert_eq!(steps, &(1..=steps.len() as u64).collect::<Vec<_>>(), "trial {}", t["number"]);
+    }
+    for (n, step) in confirmed {
+        assert!(trials[n as usize].1.contains(&step), "trial {n} lost step {step}");
+    }
+    let status = json(d, &["status", "s.toml", "--json"]);
+    let steps: usize = trials.iter().map(|(_, s)| s.len()).sum();
+    assert_eq!(status["budget_spent"].as_f64(), Some(steps as f64));
+    assert!(steps as f64 <= 24.0);
+}
+
+/// Pauses every running trial (a worker presumed gone), through the library.
+fn abandon_stale(dir: &Path) {
+    let cfg = pandora_study::StudyConfig::from_toml(CONFIG).unwrap();
+    let url = format!("sqlite:{}", dir.join("steps.db").display());
+    let storage = pandora_study::storage::open(&url).unwrap();
+    if let Ok(mut study) = pandora_study::Study::open(cfg, storage) {
+        study.abandon_stale(0.0).unwrap();
+    }
+}
