@@ -12,8 +12,11 @@ py="$work/venv/bin/python"
 export PATH="$work/venv/bin:$PATH"   # maturin on PATH for the PEP 517 build
 "$py" -m pip install --quiet --disable-pip-version-check "maturin>=1.9,<2" pytest numpy pandas \
     optuna==5.0.0 psycopg2-binary==2.9.13   # tests/test_optuna.py (PostgreSQL through psycopg2)
-# The CLI for the cross-checks (already built by `cargo test --workspace`, so this is quick).
-cargo build --quiet -p pandora-cli
+# The CLI for the cross-checks: the binary `cargo test --workspace` built for the CLI's
+# integration tests (target/debug/pandora). Asking for exactly that build again is a no-op after
+# `cargo test --workspace` (as in .ci/run), where `cargo build -p pandora-cli` would rebuild the
+# workspace crates in another profile (about 1.5 min on 2 cores); run alone, it builds them.
+cargo test --workspace --no-run --quiet
 # Build the abi3 wheel with maturin and install it, as a user would: `pip install .` from the
 # repository root, whose pyproject.toml points maturin at crates/pandora-py (test_packaging.py
 # checks that it agrees with crates/pandora-py/pyproject.toml, so `pip install ./crates/pandora-py`

@@ -5,7 +5,7 @@
 //! flat until the cost at which a better trial finished, then straight up (or down, when
 //! minimizing). A sloped line between two such points would suggest values the study never had.
 //! Failed trials get their own markers in the cost panel, and a legend entry only when there are
-//! some.
+//! some; so do the paused (or running) runs of a study with steps, whose told steps cost already.
 
 use crate::plot;
 use pandora_study::space::Direction;
@@ -22,6 +22,7 @@ pub fn study_figure(name: &str, dir: Direction, trials: &[Trial]) -> plot::Figur
     let (mut obs_x, mut obs_y) = (Vec::new(), Vec::new());
     let (mut ok_n, mut ok_c, mut bad_n, mut bad_c) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut paused_n, mut paused_c) = (Vec::new(), Vec::new());
     let mut cumulative = 0.0;
     let mut best: Option<f64> = None;
     for t in sorted {
@@ -39,6 +40,10 @@ pub fn study_figure(name: &str, dir: Direction, trials: &[Trial]) -> plot::Figur
                 ok_n.push(t.number as f64);
                 ok_c.push(c);
             }
+            (TrialState::Paused | TrialState::Running, _) => {
+                paused_n.push(t.number as f64);
+                paused_c.push(c);
+            }
             _ => {
                 bad_n.push(t.number as f64);
                 bad_c.push(c);
@@ -53,6 +58,10 @@ pub fn study_figure(name: &str, dir: Direction, trials: &[Trial]) -> plot::Figur
     let mut cost_series = vec![plot::Series::points("complete", ok_n, ok_c)];
     if !bad_n.is_empty() {
         cost_series.push(plot::Series::points("failed", bad_n, bad_c).with_color(3));
+    }
+    if !paused_n.is_empty() {
+        let label = "paused (steps so far)";
+        cost_series.push(plot::Series::points(label, paused_n, paused_c).with_color(2));
     }
     let direction = match dir {
         Direction::Maximize => "maximize",
@@ -187,5 +196,25 @@ mod tests {
         let fig = study_figure("s", Direction::Maximize, &with_failure);
         assert_eq!(names(&fig), ["complete", "failed"]);
         assert_eq!(fig.panels[1].series[1].x, [2.0]);
+    }
+
+    #[test]
+    fn paused_runs_are_not_failures_and_their_steps_count_in_the_cost() {
+        let trials = vec![
+            trial(0, TrialState::Paused, None, 2.0),
+            trial(1, TrialState::Complete, Some(1.0), 6.0),
+            trial(2, TrialState::Failed, None, 0.5),
+        ];
+        let fig = study_figure("s", Direction::Maximize, &trials);
+        let names: Vec<&str> = fig.panels[1]
+            .series
+            .iter()
+            .map(|s| s.name.as_str())
+            .collect();
+        assert_eq!(names, ["complete", "failed", "paused (steps so far)"]);
+        assert_eq!(fig.panels[1].series[2].x, [0.0]);
+        // The complete run's value is reached after the paused run's steps: at cost 8.
+        let best = &fig.panels[0].series[0];
+        assert_eq!((best.x[0], best.y[0]), (8.0, 1.0));
     }
 }

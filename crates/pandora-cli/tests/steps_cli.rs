@@ -60,23 +60,72 @@ fn ask_hands_out_steps_and_tell_records_them_one_by_one() {
     let dir = setup();
     let d = dir.path();
     let asked = json(d, &["ask", "s.toml", "--json"]);
-    assert_eq!(asked["steps"], serde_json::json!({"from": 1, "to": 2, "resume": false}));
+    assert_eq!(
+        asked["steps"],
+        serde_json::json!({"from": 1, "to": 2, "resume": false})
+    );
     let n = asked["number"].to_string();
-    let told = json(d, &["tell", "s.toml", &n, "--step", "1", "--objective", "0.5", "--json"]);
-    assert_eq!((told["state"].as_str(), told["cost"].as_f64()), (Some("running"), Some(1.0)));
+    let told = json(
+        d,
+        &[
+            "tell",
+            "s.toml",
+            &n,
+            "--step",
+            "1",
+            "--objective",
+            "0.5",
+            "--json",
+        ],
+    );
+    assert_eq!(
+        (told["state"].as_str(), told["cost"].as_f64()),
+        (Some("running"), Some(1.0))
+    );
     // A step told twice is refused and changes nothing.
-    let (code, _, err) = pandora(d, &["tell", "s.toml", &n, "--step", "1", "--objective", "0.6"]);
+    let (code, _, err) = pandora(
+        d,
+        &["tell", "s.toml", &n, "--step", "1", "--objective", "0.6"],
+    );
     assert_ne!(code, 0);
     assert!(err.contains("already told"), "{err}");
-    let told = json(d, &["tell", "s.toml", &n, "--step", "2", "--objective", "0.7", "--json"]);
+    let told = json(
+        d,
+        &[
+            "tell",
+            "s.toml",
+            &n,
+            "--step",
+            "2",
+            "--objective",
+            "0.7",
+            "--json",
+        ],
+    );
     assert_eq!(told["state"], "paused");
     // Known costs are the study's to compute; a failure ends the whole trial, without a step.
-    let (code, _, err) = pandora(d, &["tell", "s.toml", &n, "--step", "3", "--objective", "1", "--cost", "2"]);
+    let (code, _, err) = pandora(
+        d,
+        &[
+            "tell",
+            "s.toml",
+            &n,
+            "--step",
+            "3",
+            "--objective",
+            "1",
+            "--cost",
+            "2",
+        ],
+    );
     assert_ne!(code, 0, "{err}");
     let (code, _, err) = pandora(d, &["tell", "s.toml", &n, "--step", "3", "--failed", "x"]);
     assert!(code != 0 && err.contains("--step"), "{err}");
     let status = json(d, &["status", "s.toml", "--json"]);
-    assert_eq!((status["paused"].as_u64(), status["budget_spent"].as_f64()), (Some(1), Some(2.0)));
+    assert_eq!(
+        (status["paused"].as_u64(), status["budget_spent"].as_f64()),
+        (Some(1), Some(2.0))
+    );
     let (code, text, _) = pandora(d, &["ask", "s.toml"]);
     assert_eq!(code, 0);
     assert!(text.contains("--step T"), "{text}");
@@ -158,11 +207,22 @@ fn kill_nine_at_random_moments_loses_no_told_step_and_repeats_none() {
         }
         let n = asked["number"].as_u64().unwrap();
         let a = asked["params"]["a"].as_f64().unwrap();
-        let (from, to) = (asked["steps"]["from"].as_u64().unwrap(), asked["steps"]["to"].as_u64().unwrap());
+        let (from, to) = (
+            asked["steps"]["from"].as_u64().unwrap(),
+            asked["steps"]["to"].as_u64().unwrap(),
+        );
         let mut step = from;
         while step <= to {
             let v = curve(a, step).to_string();
-            let args = ["tell", "s.toml", &n.to_string(), "--step", &step.to_string(), "--objective", &v];
+            let args = [
+                "tell",
+                "s.toml",
+                &n.to_string(),
+                "--step",
+                &step.to_string(),
+                "--objective",
+                &v,
+            ];
             if run_or_kill(d, &args, &mut k).is_some() {
                 confirmed.push((n, step));
                 step += 1;
@@ -171,17 +231,28 @@ fn kill_nine_at_random_moments_loses_no_told_step_and_repeats_none() {
             kills += 1;
             // Killed: the step is recorded or not, never half; go on after what is recorded.
             let recorded = told(d)[n as usize].1.len() as u64;
-            assert!(recorded == step || recorded == step - 1, "trial {n}: {recorded} after step {step}");
+            assert!(
+                recorded == step || recorded == step - 1,
+                "trial {n}: {recorded} after step {step}"
+            );
             step = recorded + 1;
         }
     }
     assert!(kills >= 10, "only {kills} kills");
     let trials = told(d);
     for (t, steps) in &trials {
-        assert_eq!(steps, &(1..=steps.len() as u64).collect::<Vec<_>>(), "trial {}", t["number"]);
+        assert_eq!(
+            steps,
+            &(1..=steps.len() as u64).collect::<Vec<_>>(),
+            "trial {}",
+            t["number"]
+        );
     }
     for (n, step) in confirmed {
-        assert!(trials[n as usize].1.contains(&step), "trial {n} lost step {step}");
+        assert!(
+            trials[n as usize].1.contains(&step),
+            "trial {n} lost step {step}"
+        );
     }
     let status = json(d, &["status", "s.toml", "--json"]);
     let steps: usize = trials.iter().map(|(_, s)| s.len()).sum();

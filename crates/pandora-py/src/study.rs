@@ -140,6 +140,26 @@ impl NativeStudy {
         .and_then(|r| warn_late(py, r))
     }
 
+    /// Records step `step` of trial `number` of a `[fidelity]` study with the objective `value`
+    /// at that step (`cost`: required for reported costs, computed by the study otherwise);
+    /// returns the stored trial (with its steps) as JSON.
+    #[pyo3(signature = (number, step, value, cost=None))]
+    fn tell_step(
+        &self,
+        py: Python<'_>,
+        number: u64,
+        step: u32,
+        value: f64,
+        cost: Option<f64>,
+    ) -> PyResult<String> {
+        py.detach(|| {
+            self.with(|s| {
+                let t = s.tell_step(number, step, value, cost).map_err(study_err)?;
+                serde_json::to_string(&t).map_err(json_err)
+            })
+        })
+    }
+
     /// Records a failed trial; returns the stored trial as JSON.
     #[pyo3(signature = (number, reason, cost=None))]
     fn fail(

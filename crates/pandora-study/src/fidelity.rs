@@ -266,7 +266,9 @@ fn hand_out(
         }
         Action::Start(x, _) => (x.clone(), 0),
         Action::Resume(number) => {
-            let t = &trials[*number as usize];
+            let t = trials.iter().find(|t| t.number == *number).ok_or_else(|| {
+                crate::error::Error::NotFound(format!("trial {number} to resume"))
+            })?;
             (t.x.clone(), t.steps.len())
         }
     };

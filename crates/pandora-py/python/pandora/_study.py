@@ -109,17 +109,46 @@ class Trial:
         x: the same point in the unit cube ``[0, 1]^d`` (one-hot for categorical parameters).
         decision: what the policy recorded when it proposed the trial (phase, acquisition value,
             λ, model hyperparameters, predicted cost).
+        steps: in a study with steps (a ``fidelity`` section): ``range(first, last + 1)``, the
+            steps to run now (``first > 1``: resume from your checkpoint after step
+            ``first - 1``); report each with :meth:`report`. ``None`` otherwise.
     """
 
-    __slots__ = ("number", "params", "x", "decision", "_asked_at")
+    __slots__ = ("number", "params", "x", "decision", "steps", "_asked_at", "_study")
 
     def __init__(self, number: int, params: Dict[str, Any], x: Sequence[float],
-                 decision: Dict[str, Any]) -> None:
+                 decision: Dict[str, Any], steps: Optional[range] = None,
+                 study: Optional["Study"] = None) -> None:
         self.number = number
         self.params = params
         self.x = np.asarray(x, dtype=float)
         self.decision = decision
+        self.steps = steps
         self._asked_at = time.perf_counter()
+        self._study = study
+
+    @property
+    def resume(self) -> bool:
+        """Whether this run continues a paused one (load the checkpoint after step
+        ``steps.start - 1``) rather than starting from scratch."""
+        return self.steps is not None and self.steps.start > 1
+
+    def report(self, step: int, value: float, cost: Optional[float] = None) -> Dict[str, Any]:
+        """Records the objective ``value`` at ``step`` (one of :attr:`steps`, in order) of a
+        trial of a study with steps; ``cost`` is required when the study's costs are
+        ``"reported"`` and computed by the study otherwise. The trial pauses after the last of
+        :attr:`steps` and completes at ``max_steps``. Returns the stored trial as a dict."""
+        if self._study is None or self.steps is None:
+            raise ValueError("report() is for trials of a study with steps (fidelity=...)")
+        if isinstance(step, bool) or not isinstance(step, (int, np.integer)) or step < 1:
+            raise ValueError(f"step must be a whole number >= 1, got {step!r}")
+        try:
+            value = float(value)
+        except (TypeError, ValueError):
+            raise ValueError(f"value must be a number, got {value!r}") from None
+        if cost is not None:
+            cost = float(cost)
+        return json.loads(self._study._native.tell_step(self.number, int(step), value, cost))
 
     @property
     def control_set(self) -> Optional[Dict[str, Any]]:
@@ -190,6 +219,7 @@ class Study:
         predicted_cost_must_fit: bool = True,
         command: Optional[Sequence[str]] = None,
         unbounded: bool = False,
+        fidelity: Optional[Mapping[str, Any]] = None,
     ) -> "Study":
         r"""Creates the study ``name`` in ``storage`` (or opens it if it exists with the same space
         and direction; otherwise ``ValueError``).
@@ -249,6 +279,13 @@ class Study:
                 ``unbounded=True``: ``pandora run`` would otherwise never stop.
             unbounded: says that a study with a ``command`` and no limit is meant to run until
                 stopped by hand (``[budget] unbounded = true``).
+            fidelity: a study with steps (cost-aware freeze-thaw; the TOML ``[fidelity]``
+                section): ``{"max_steps": 20, "lambda": 0.002}`` and optionally
+                ``steps_per_ask``, ``step_weights``, ``positions``, ``grid_points``. Every trial
+                is then a training run: :attr:`Trial.steps` says which steps to run (resume from
+                your checkpoint when :attr:`Trial.resume`), :meth:`Trial.report` records each
+                step, and asks pause, resume and start runs by Gittins indices
+                (docs/freeze-thaw.md, "Studies with steps").
         """
         if budget is not None and not (isinstance(budget, (int, float)) and math.isfinite(budget)
                                        and budget > 0):
@@ -306,6 +343,10 @@ class Study:
             config["budget"]["unbounded"] = True
         if cost == "known":
             config["cost"]["formula"] = "linear_mean"
+        if fidelity is not None:
+            if not isinstance(fidelity, Mapping):
+                raise ValueError(f"fidelity must be a mapping, got {fidelity!r}")
+            config["fidelity"] = dict(fidelity)
         return cls(NativeStudy.open(json.dumps(config)))
 
     @classmethod
@@ -350,7 +391,10 @@ class Study:
             self._finished = reason
             return None
         t = json.loads(trial_json)
-        return Trial(t["number"], t["params"], t["x"], t.get("decision") or {})
+        steps = None
+        if t.get("step_to") is not None:
+            steps = range(len(t.get("steps") or []) + 1, t["step_to"] + 1)
+        return Trial(t["number"], t["params"], t["x"], t.get("decision") or {}, steps, self)
 
     def tell(
         self,
@@ -435,7 +479,9 @@ class Study:
         ``params``, ``x`` (unit cube), ``value``, ``cost``, ``worker``, ``created_at``,
         ``finished_at``, ``heartbeat_at`` (Unix seconds) and ``created_at_iso``,
         ``finished_at_iso``, ``heartbeat_at_iso`` (the same instants as ISO 8601 UTC strings),
-        ``decision`` (phase, acquisition value, λ, ...), ``error``."""
+        ``decision`` (phase, acquisition value, λ, ...), ``error``; in a study with steps also
+        ``step_to`` and ``steps`` (``[{"step", "value", "cost", "at"}, ...]``, state ``paused``
+        between runs)."""
         out = []
         for t in json.loads(self._native.trials_json()):
             t["value"] = t.pop("objective")
