@@ -260,7 +260,8 @@ fn spec_or_pbgi_d<'de, D: serde::Deserializer<'de>>(
     let mut keys = serde_json::Map::<String, serde_json::Value>::deserialize(d)?;
     keys.entry("acquisition")
         .or_insert_with(|| AcquisitionName::PbgiD.as_str().into());
-    PolicySpec::deserialize(serde_json::Value::Object(keys)).map_err(serde::de::Error::custom)
+    <PolicySpec as Deserialize>::deserialize(serde_json::Value::Object(keys))
+        .map_err(serde::de::Error::custom)
 }
 
 impl StudyConfig {

@@ -55,7 +55,9 @@ pub const MOVED: [(&str, &str, &str); 2] = [("ucb_beta", "", "beta"), ("beta", "
 /// The acquisition of a run and the settings that apply to it (see the module docs).
 //
 // `remote = "Self"` makes the derives inherent functions, which the trait impls below call: the
-// deserializer adds the hints of [`MOVED`] to serde's unknown-field errors.
+// deserializer adds the hints of [`MOVED`] to serde's unknown-field errors. Callers outside this
+// module go through the trait (`<PolicySpec as Deserialize>::deserialize`, serde's derives and
+// `from_str` do), not the inherent function, which has no hints.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(remote = "Self", tag = "acquisition", deny_unknown_fields)]
 pub enum PolicySpec {

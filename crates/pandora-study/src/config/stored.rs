@@ -58,8 +58,9 @@ struct LegacyStudyConfig {
     cvs: Option<crate::cvs::section::CvsSection>,
 }
 
-/// The earlier `[policy]`: every acquisition's keys side by side.
+/// The earlier `[policy]`: every acquisition's keys side by side (and no others).
 #[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
 struct LegacyPolicy {
     acquisition: AcquisitionName,
     lambda: Option<f64>,
