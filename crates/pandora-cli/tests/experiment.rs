@@ -37,7 +37,7 @@ acquisition = "log_ei"
 [[policy]]
 acquisition = "pbgi_d"
 lambda0 = 0.1
-beta = 2.0
+decay = 2.0
 "#;
 
 fn run_experiment(config: &Path, out: &Path, jobs: usize) {
@@ -391,7 +391,7 @@ fn expect_config_error(body: &str, needle: &str) {
 fn configuration_errors_are_clear() {
     expect_config_error(
         &SMOKE.replace("\"log_ei\"", "\"log_eii\""),
-        "unknown acquisition 'log_eii'",
+        "unknown variant `log_eii`",
     );
     expect_config_error(
         &SMOKE.replace("\"ackley\"", "\"ackly\""),
@@ -404,18 +404,30 @@ fn configuration_errors_are_clear() {
     expect_config_error(&SMOKE.replace("lambda0 = 0.1", "lambda0 = -1.0"), "lambda0");
     expect_config_error(
         &SMOKE.replace("lambda0 = 0.1", "lambda0 = 0.1\ntree = [1]"),
-        "`tree` does not apply",
+        "unknown field `tree`",
     );
     // Multi-step EI takes a tree and the warm start, but has no budget to refill.
     let msei = SMOKE.replace(
-        "acquisition = \"pbgi_d\"\nlambda0 = 0.1\nbeta = 2.0",
+        "acquisition = \"pbgi_d\"\nlambda0 = 0.1\ndecay = 2.0",
         "acquisition = \"ms_ei\"\ntree = [1, 1]\nwarm_start = false\nrefill = true",
     );
     assert!(msei.contains("ms_ei"));
-    expect_config_error(&msei, "`refill` does not apply");
+    expect_config_error(&msei, "unknown field `refill`");
     expect_config_error(
         &SMOKE.replace("lambda0 = 0.1", "lambda0 = 0.1\nwarm_start = true"),
-        "`warm_start` does not apply",
+        "unknown field `warm_start`",
+    );
+    // Keys renamed when studies and experiments came to share `PolicySpec` say the new name.
+    expect_config_error(
+        &SMOKE.replace("decay = 2.0", "beta = 2.0"),
+        "`beta` is now called `decay`",
+    );
+    expect_config_error(
+        &SMOKE.replace(
+            "acquisition = \"pbgi_d\"\nlambda0 = 0.1\ndecay = 2.0",
+            "acquisition = \"ucb\"\nucb_beta = 2.0",
+        ),
+        "`ucb_beta` is now called `beta`",
     );
 }
 

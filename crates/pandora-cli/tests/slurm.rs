@@ -243,7 +243,7 @@ acquisition = "log_ei"
 [[policy]]
 acquisition = "pbgi_d"
 lambda0 = 0.1
-beta = 2.0
+decay = 2.0
 "#;
 
 /// (a) The smoke grid (12 runs) as the 3-task array of the generated script: every task

@@ -11,7 +11,8 @@
 //! - [`optim`]: bounded L-BFGS-B, scrambled Sobol points and multi-start maximization on `[0,1]^d`.
 //! - [`policy`]: one BO step: initial design, fit, acquisition, maximization, proposal.
 //! - [`run`]: the typed records a BO loop keeps (decisions, study state), why it finished, and
-//!   PBGI-D's λ replayed from them.
+//!   PBGI-D's λ replayed from them; the policy configuration (`run::spec::PolicySpec`) shared by
+//!   studies, experiments and Python.
 //! - [`freeze_thaw`]: the cost-aware freeze-thaw policy (continue, start or stop training runs by
 //!   Gittins indices over a learning-curve GP; the exact theory is [`gittins::freeze_thaw`]).
 

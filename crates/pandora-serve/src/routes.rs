@@ -284,7 +284,7 @@ impl Setup {
             study: name,
             direction: c.study.direction,
             objective: c.objective_kind(),
-            acquisition: c.policy.acquisition.clone(),
+            acquisition: c.policy.spec.name().to_string(),
             cost: c.cost.kind,
             budget: SetupBudget {
                 total: c.budget.total,

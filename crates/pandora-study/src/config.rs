@@ -32,9 +32,13 @@
 //! stopping = { rule = "pbgi", lambda = "auto" }   # optional cost-aware stopping rule
 //! ```
 
+pub mod stored;
+
 use crate::error::{Error, Result, plain_words};
 use crate::space::{Direction, Param, SearchSpace};
 use crate::trial::Trial;
+use pandora_core::acquisition::AcquisitionName;
+use pandora_core::run::spec::PolicySpec;
 use pandora_core::stopping::{RuleConfig, StoppingConfig};
 use serde::{Deserialize, Serialize};
 
@@ -233,24 +237,16 @@ fn yes() -> bool {
     true
 }
 
-/// `[policy]`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// `[policy]`: the acquisition and its settings ([`PolicySpec`], flattened: `acquisition =
+/// "pbgi_d"` selects the keys that apply, and every other key is refused) and the keys every
+/// policy has. Without `acquisition`, the policy is PBGI-D.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct PolicySection {
-    /// Acquisition name (see `docs/acquisitions.md`).
-    #[serde(default = "default_acquisition")]
-    pub acquisition: String,
-    /// Fixed λ of `pbgi`.
-    pub lambda: Option<f64>,
-    /// Initial λ of `pbgi_d` (default 0.1).
-    #[serde(default = "default_lambda0")]
-    pub lambda0: f64,
-    /// Divisor of `pbgi_d`'s decay (default 2).
-    #[serde(default = "default_decay")]
-    pub decay: f64,
-    /// Fixed UCB β (default: the GP-UCB schedule).
-    pub beta: Option<f64>,
+    /// The acquisition and the settings that apply to it (see `docs/acquisitions.md`).
+    #[serde(flatten, deserialize_with = "spec_or_pbgi_d")]
+    pub spec: PolicySpec,
     /// Initial design size (default 2(d+1)).
+    #[serde(default)]
     pub initial_design: Option<usize>,
     /// Seed of the run.
     #[serde(default)]
@@ -258,47 +254,18 @@ pub struct PolicySection {
     /// The cost-aware stopping rule (none by default).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stopping: Option<StudyStopping>,
-    /// `b_ms_ei`'s and `ms_ei`'s scenario tree: fantasies per look-ahead stage (default
-    /// `[1, 1, 1]`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tree: Option<pandora_core::acquisition::FantasyTree>,
-    /// `b_ms_ei`: the refill rule for the suggested budget (default true).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub refill: Option<bool>,
-    /// `b_ms_ei`, `ms_ei`: warm-start each tree maximization from the previous ask's trees
-    /// (default true).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub warm_start: Option<bool>,
 }
 
-impl Default for PolicySection {
-    fn default() -> Self {
-        Self {
-            acquisition: default_acquisition(),
-            lambda: None,
-            lambda0: default_lambda0(),
-            decay: default_decay(),
-            beta: None,
-            initial_design: None,
-            seed: 0,
-            stopping: None,
-            tree: None,
-            refill: None,
-            warm_start: None,
-        }
-    }
-}
-
-fn default_acquisition() -> String {
-    "pbgi_d".into()
-}
-
-fn default_lambda0() -> f64 {
-    0.1
-}
-
-fn default_decay() -> f64 {
-    2.0
+/// The flattened [`PolicySpec`], PBGI-D when the table names no acquisition (serde's tagged enums
+/// have no default variant: the keys are buffered and the tag supplied).
+fn spec_or_pbgi_d<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> std::result::Result<PolicySpec, D::Error> {
+    let mut keys = serde_json::Map::<String, serde_json::Value>::deserialize(d)?;
+    keys.entry("acquisition")
+        .or_insert_with(|| AcquisitionName::PbgiD.as_str().into());
+    <PolicySpec as Deserialize>::deserialize(serde_json::Value::Object(keys))
+        .map_err(serde::de::Error::custom)
 }
 
 impl StudyConfig {
@@ -440,41 +407,15 @@ impl StudyConfig {
             _ => {}
         }
         self.validate_limits()?;
-        let name = pandora_core::acquisition::AcquisitionName::parse(&self.policy.acquisition)
-            .map_err(|e| Error::invalid("policy.acquisition", e.to_string()))?;
-        if name == pandora_core::acquisition::AcquisitionName::Pbgi && self.policy.lambda.is_none()
-        {
-            return Err(Error::invalid(
-                "policy.lambda",
-                "required by acquisition = \"pbgi\"",
-            ));
-        }
-        if !(self.policy.lambda0 > 0.0 && self.policy.decay > 1.0) {
-            return Err(Error::invalid("policy", "need lambda0 > 0 and decay > 1"));
-        }
-        use pandora_core::acquisition::AcquisitionName as N;
-        if name == N::BMsEi && self.budget.total.is_none() {
+        self.policy
+            .spec
+            .validate()
+            .map_err(|e| e.within("policy"))?;
+        if self.policy.spec.name() == AcquisitionName::BMsEi && self.budget.total.is_none() {
             return Err(Error::invalid(
                 "budget.total",
                 "required by acquisition = \"b_ms_ei\" (its tree spends a budget)",
             ));
-        }
-        let p = &self.policy;
-        for (field, set, applies) in [
-            ("policy.tree", p.tree.is_some(), name.uses_tree()),
-            ("policy.refill", p.refill.is_some(), name == N::BMsEi),
-            (
-                "policy.warm_start",
-                p.warm_start.is_some(),
-                name.uses_tree(),
-            ),
-        ] {
-            if set && !applies {
-                return Err(Error::invalid(
-                    field,
-                    format!("does not apply to acquisition = \"{name}\""),
-                ));
-            }
         }
         if let Some(s) = &self.policy.stopping {
             s.validate(self)?;
@@ -769,7 +710,7 @@ impl StudyStopping {
         match self.lambda {
             StoppingLambda::Fixed(l) => Some(l),
             StoppingLambda::Auto => None,
-            StoppingLambda::Study => config.policy.lambda,
+            StoppingLambda::Study => config.policy.spec.fixed_lambda(),
         }
     }
 
@@ -784,14 +725,14 @@ impl StudyStopping {
             }
             _ if self.start_pbgi_d
                 && (self.lambda != StoppingLambda::Auto
-                    || config.policy.acquisition != "pbgi_d") =>
+                    || config.policy.spec.name() != AcquisitionName::PbgiD) =>
             {
                 return Err(Error::invalid(
                     "policy.stopping.start_pbgi_d",
                     "needs lambda = \"auto\" and acquisition = \"pbgi_d\"",
                 ));
             }
-            StoppingLambda::Study if config.policy.lambda.is_none() => {
+            StoppingLambda::Study if config.policy.spec.fixed_lambda().is_none() => {
                 return Err(Error::invalid(
                     "policy.stopping.lambda",
                     "the pbgi rule needs a cost scale: set `lambda = <number>` or \
@@ -1007,5 +948,83 @@ mod builtin_tests {
                        [budget]\nmax_trials = 5\n";
         let cfg = StudyConfig::from_toml(command).unwrap();
         assert!(cfg.builtin_problem().unwrap().is_none());
+    }
+}
+
+#[cfg(test)]
+mod policy_tests {
+    use super::*;
+
+    const BASE: &str = "[study]\nname = \"s\"\n[objective]\nbuiltin = \"ackley\"\ndim = 2\n\
+                        [budget]\ntotal = 10.0\n";
+
+    fn with_policy(policy: &str) -> Result<StudyConfig> {
+        StudyConfig::from_toml(&format!("{BASE}[policy]\n{policy}"))
+    }
+
+    #[test]
+    fn the_policy_table_is_a_policy_spec_with_the_common_keys_beside_it() {
+        let c =
+            with_policy("acquisition = \"ucb\"\nbeta = 0.5\nseed = 3\ninitial_design = 4").unwrap();
+        assert_eq!(c.policy.spec, PolicySpec::Ucb { beta: Some(0.5) });
+        assert_eq!((c.policy.seed, c.policy.initial_design), (3, Some(4)));
+        // No acquisition: PBGI-D, with its keys.
+        let c = with_policy("seed = 2\ndecay = 4.0").unwrap();
+        assert_eq!(
+            c.policy.spec,
+            PolicySpec::PbgiD {
+                lambda0: 0.1,
+                decay: 4.0
+            }
+        );
+        assert_eq!(c.policy.seed, 2);
+        let c = StudyConfig::from_toml(BASE).unwrap();
+        assert_eq!(c.policy, PolicySection::default());
+        // Written out and read back.
+        let c = with_policy("acquisition = \"b_ms_ei\"\ntree = [2, 1]\nrefill = false").unwrap();
+        let back = StudyConfig::from_toml(&toml::to_string(&c).unwrap()).unwrap();
+        assert_eq!(back, c);
+    }
+
+    #[test]
+    fn keys_that_do_not_apply_are_refused_naming_them() {
+        for (policy, key) in [
+            ("acquisition = \"log_ei\"\nlambda = 0.1", "lambda"),
+            (
+                "acquisition = \"pbgi\"\nlambda = 0.1\nlambda0 = 0.1",
+                "lambda0",
+            ),
+            ("acquisition = \"ms_ei\"\nrefill = false", "refill"),
+            ("acquisition = \"ei\"\ntree = [1]", "tree"),
+            ("seed = 1\nbogus = 2", "bogus"),
+        ] {
+            let e = with_policy(policy).unwrap_err().to_string();
+            assert!(
+                e.contains(&format!("unknown field `{key}`")),
+                "{policy}: {e}"
+            );
+        }
+        let e = with_policy("acquisition = \"ucb\"\nucb_beta = 1.0").unwrap_err();
+        assert!(
+            e.to_string().contains("`ucb_beta` is now called `beta`"),
+            "{e}"
+        );
+        let e = with_policy("acquisition = \"pbgi\"")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("missing field `lambda`"), "{e}");
+    }
+
+    #[test]
+    fn values_are_checked_naming_the_field() {
+        for (policy, field) in [
+            ("acquisition = \"pbgi_d\"\ndecay = 1.0", "policy.decay"),
+            ("acquisition = \"pbgi_d\"\nlambda0 = 0.0", "policy.lambda0"),
+            ("acquisition = \"pbgi\"\nlambda = -1.0", "policy.lambda"),
+            ("acquisition = \"ucb\"\nbeta = -1.0", "policy.beta"),
+        ] {
+            let e = with_policy(policy).unwrap_err().to_string();
+            assert!(e.contains(field), "{policy}: {e}");
+        }
     }
 }

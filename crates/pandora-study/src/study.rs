@@ -17,12 +17,12 @@ use crate::storage::Storage;
 use crate::trial::{
     Decided, NewTrial, Outcome, StepOutcome, Told, Trial, TrialCounts, TrialState, finish,
 };
-use pandora_core::acquisition::{AcquisitionName, AcquisitionParams, LinearMeanCost};
+use pandora_core::acquisition::LinearMeanCost;
 use pandora_core::gp::GpParams;
 use pandora_core::gp::fit::{FitOptions, NoiseSpec};
 use pandora_core::policy::{CostSetting, Proposal, StepConfig};
 use pandora_core::run::driver::{
-    self, BudgetSpec, DecaySpec, Entry, KnownCostFn, Policy, Run, StopLambda, StopSpec, Verdict,
+    self, BudgetSpec, Entry, KnownCostFn, Policy, Run, StopLambda, StopSpec, Verdict,
 };
 use pandora_core::run::record::{
     BmseiSummary, DecisionRecord, HyperRecord, RecordKind, StepRecord, StopRecord, StoppingCheck,
@@ -237,7 +237,7 @@ impl Study {
         stored_config.study.storage = crate::config::redact_url(&config.study.storage);
         let json = serde_json::to_string(&stored_config)?;
         let stored = storage.open_study(&config.study.name, &json)?;
-        let stored: StudyConfig = serde_json::from_str(&stored)?;
+        let stored = crate::config::stored::from_stored_json(&stored)?;
         if stored.search_space() != config.search_space()
             || stored.study.direction != config.study.direction
         {
@@ -282,7 +282,7 @@ impl Study {
         let stored = storage.study_config(name)?.ok_or_else(|| {
             Error::invalid("study", format!("no study named '{name}' in this storage"))
         })?;
-        let config: StudyConfig = serde_json::from_str(&stored)?;
+        let config = crate::config::stored::from_stored_json(&stored)?;
         let space = config.search_space();
         Ok(Self {
             storage,
@@ -322,7 +322,6 @@ impl Study {
 
     fn step_config(&self) -> Result<StepConfig> {
         let p = &self.config.policy;
-        let acquisition = AcquisitionName::parse(&p.acquisition)?;
         // Measured and reported costs are noisy (the same configuration takes a different time
         // on every run): the log-cost GP learns its noise variance (never below the papers'
         // fixed 1e-4). With the noise fixed at 1e-4, repeated nearby points with different costs
@@ -339,15 +338,8 @@ impl Study {
         };
         Ok(StepConfig {
             cost_fit,
-            acquisition,
-            params: AcquisitionParams {
-                lambda: p.lambda,
-                beta: p.beta,
-                tree: p.tree,
-                refill: p.refill,
-                warm_start: p.warm_start,
-                ..AcquisitionParams::default()
-            },
+            acquisition: p.spec.name(),
+            params: p.spec.params(),
             initial_design: p.initial_design,
             design_seed: p.seed,
             // Mixed spaces (issue 20.1/21.4): acquisitions maximized over valid points only.
@@ -758,10 +750,7 @@ fn policy<'a>(
         step: step.clone(),
         cost,
         known_cost,
-        decay: (step.acquisition == AcquisitionName::PbgiD).then_some(DecaySpec {
-            lambda0: p.lambda0,
-            decay: p.decay,
-        }),
+        decay: p.spec.decay(),
         stopping,
         budget: BudgetSpec {
             total: config.budget.total,
@@ -887,7 +876,7 @@ fn record_of(
 ) -> DecisionRecord {
     DecisionRecord {
         phase: prop.phase,
-        acquisition: config.policy.acquisition.clone(),
+        acquisition: config.policy.spec.name().to_string(),
         acquisition_value: prop
             .acquisition_value
             .is_finite()

@@ -89,6 +89,21 @@ fn open(db: &str, name: &str) -> Study {
     Study::open(config, storage::open(&format!("sqlite:{db}")).unwrap()).unwrap()
 }
 
+/// The configurations were stored with every policy key of every acquisition side by side (before
+/// `PolicySpec`): they still load by name alone, into the policy their TOML file gives today.
+#[test]
+fn stored_configs_of_the_earlier_form_load_as_their_toml_reads_today() {
+    let (_dir, db) = copy();
+    for name in STUDIES {
+        let text = std::fs::read_to_string(fixture().join(format!("{name}.toml"))).unwrap();
+        let toml = StudyConfig::from_toml(&text).unwrap();
+        let url = format!("sqlite:{db}");
+        let stored = Study::load(name, storage::open(&url).unwrap())
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(stored.config().policy, toml.policy, "{name}");
+    }
+}
+
 /// The summaries (counts, costs, best trial, λ, the stopping rule's last check) are what the
 /// release that wrote the studies reported.
 #[test]

@@ -5,13 +5,15 @@
 //! optional `[stopping]` table (see [`super::stopping`]). See docs/experiments.md for every key.
 
 use super::format::label_number;
+use super::legacy::LegacyPolicy;
 use super::stopping::plan::{StoppingPlan, StoppingSection};
 use anyhow::{Context, Result, bail};
-use pandora_core::acquisition::{AcquisitionName, AcquisitionParams, FantasyTree, PbgiDecay};
+use pandora_core::acquisition::FantasyTree;
 use pandora_core::gp::KernelKind;
 use pandora_core::gp::fit::{FitOptions, NoiseSpec, Priors};
 use pandora_core::optim::multistart::MultiStartOptions;
 use pandora_core::policy::StepConfig;
+use pandora_core::run::spec::PolicySpec;
 use pandora_problems::{Problem, ProblemSpec};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashSet};
@@ -145,36 +147,17 @@ fn uniform() -> String {
     "uniform".into()
 }
 
-/// One `[[policy]]` table.
+/// One `[[policy]]` table: a label and the acquisition with its settings ([`PolicySpec`],
+/// flattened: `acquisition = "pbgi_d"` selects the keys that apply, and every other key is
+/// refused, naming it).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct PolicyConfig {
     /// Label in traces and summaries (default: the acquisition with its parameters).
+    #[serde(default)]
     pub name: Option<String>,
-    /// Acquisition name (`random`, `ei`, `log_ei`, `ucb`, `ts`, `log_eipc`, `log_eicc`, `pbgi`,
-    /// `pbgi_d`, …).
-    pub acquisition: String,
-    /// λ of `pbgi`.
-    pub lambda: Option<f64>,
-    /// Initial λ of `pbgi_d` (default 0.1).
-    pub lambda0: Option<f64>,
-    /// Decay divisor β of `pbgi_d` (default 2).
-    pub beta: Option<f64>,
-    /// A fixed UCB β (default: the papers' schedule in the cumulative cost).
-    pub ucb_beta: Option<f64>,
-    /// Cost exponent α of EIPC-type acquisitions (default 1).
-    pub alpha: Option<f64>,
-    /// B-MS-EI's scenario tree: fantasies per look-ahead stage (default `[1, 1, 1]`, the 4-step
-    /// path; `[1]` is 2-step, `[4, 4, 2]` the paper's tree).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tree: Option<FantasyTree>,
-    /// B-MS-EI's refill rule for the suggested budget (default true, the reference's setting).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub refill: Option<bool>,
-    /// B-MS-EI's and multi-step EI's warm start of the tree from the previous step's trees
-    /// (default true).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub warm_start: Option<bool>,
+    /// The acquisition and its settings.
+    #[serde(flatten)]
+    pub spec: PolicySpec,
 }
 
 /// The `[smoke]` table: replaces sizes under `--smoke`.
@@ -259,17 +242,16 @@ pub struct ResolvedProblem {
 pub struct ResolvedPolicy {
     /// Label.
     pub label: String,
-    /// The configuration as written.
+    /// The configuration as written (read back in the earlier form too: `summarize` reads the
+    /// `experiment.json` of earlier releases).
+    #[serde(deserialize_with = "super::legacy::policy_config")]
     pub config: PolicyConfig,
 }
 
 impl ResolvedPolicy {
     /// The λ of a fixed-λ PBGI policy (`acquisition = "pbgi"` with `lambda`), else `None`.
     pub fn fixed_pbgi_lambda(&self) -> Option<f64> {
-        match self.config.acquisition.as_str() {
-            "pbgi" => self.config.lambda,
-            _ => None,
-        }
+        self.config.spec.fixed_lambda()
     }
 }
 
@@ -375,32 +357,42 @@ fn default_problem_label(p: &ProblemConfig) -> String {
 }
 
 fn default_policy_label(p: &PolicyConfig) -> String {
-    match p.acquisition.as_str() {
-        "pbgi" => format!("pbgi({})", p.lambda.map_or("?".into(), label_number)),
-        "pbgi_d" => format!(
-            "pbgi_d({},{})",
-            label_number(p.lambda0.unwrap_or(0.1)),
-            label_number(p.beta.unwrap_or(2.0))
-        ),
-        "b_ms_ei" | "ms_ei" => {
-            let stages: Vec<String> = p
-                .tree
-                .unwrap_or_default()
-                .stages()
-                .iter()
-                .map(ToString::to_string)
-                .collect();
-            let mut flags = String::new();
-            if p.refill == Some(false) {
-                flags.push_str(";no_refill");
-            }
-            if p.warm_start == Some(false) {
-                flags.push_str(";cold");
-            }
-            format!("{}({}{flags})", p.acquisition, stages.join(","))
+    match p.spec {
+        PolicySpec::Pbgi { lambda } => format!("pbgi({})", label_number(lambda)),
+        PolicySpec::PbgiD { lambda0, decay } => {
+            format!("pbgi_d({},{})", label_number(lambda0), label_number(decay))
         }
-        other => other.to_string(),
+        PolicySpec::BMsEi {
+            tree,
+            refill,
+            warm_start,
+        } => tree_label("b_ms_ei", tree, refill, warm_start),
+        PolicySpec::MsEi { tree, warm_start } => tree_label("ms_ei", tree, None, warm_start),
+        _ => p.spec.name().to_string(),
     }
+}
+
+/// `name(stages;flags)` of a scenario-tree acquisition.
+fn tree_label(
+    name: &str,
+    tree: Option<FantasyTree>,
+    refill: Option<bool>,
+    warm_start: Option<bool>,
+) -> String {
+    let stages: Vec<String> = tree
+        .unwrap_or_default()
+        .stages()
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    let mut flags = String::new();
+    if refill == Some(false) {
+        flags.push_str(";no_refill");
+    }
+    if warm_start == Some(false) {
+        flags.push_str(";cold");
+    }
+    format!("{name}({}{flags})", stages.join(","))
 }
 
 /// A label as a file-name component: characters outside `[A-Za-z0-9._-]` become `_`.
@@ -418,46 +410,9 @@ pub fn file_component(label: &str) -> String {
 }
 
 fn check_policy(p: &PolicyConfig) -> Result<()> {
-    let name = AcquisitionName::parse(&p.acquisition)
-        .with_context(|| format!("policy '{}'", default_policy_label(p)))?;
-    let label = default_policy_label(p);
-    match name {
-        AcquisitionName::Pbgi => match p.lambda {
-            Some(l) if l.is_finite() && l > 0.0 => {}
-            Some(l) => bail!("policy '{label}': lambda must be finite and > 0, got {l}"),
-            None => bail!("policy '{label}': pbgi needs `lambda`"),
-        },
-        AcquisitionName::PbgiD => {
-            PbgiDecay::new(p.lambda0.unwrap_or(0.1), p.beta.unwrap_or(2.0))
-                .with_context(|| format!("policy '{label}'"))?;
-        }
-        _ => {}
-    }
-    let stray = |field: &str, set: bool, allowed: bool| -> Result<()> {
-        if set && !allowed {
-            bail!(
-                "policy '{label}': `{field}` does not apply to '{}'",
-                p.acquisition
-            );
-        }
-        Ok(())
-    };
-    stray("lambda", p.lambda.is_some(), name == AcquisitionName::Pbgi)?;
-    stray(
-        "lambda0",
-        p.lambda0.is_some(),
-        name == AcquisitionName::PbgiD,
-    )?;
-    stray("beta", p.beta.is_some(), name == AcquisitionName::PbgiD)?;
-    stray("tree", p.tree.is_some(), name.uses_tree())?;
-    stray("refill", p.refill.is_some(), name == AcquisitionName::BMsEi)?;
-    stray("warm_start", p.warm_start.is_some(), name.uses_tree())?;
-    stray(
-        "ucb_beta",
-        p.ucb_beta.is_some(),
-        matches!(name, AcquisitionName::Ucb | AcquisitionName::Lcb),
-    )?;
-    Ok(())
+    p.spec
+        .validate()
+        .with_context(|| format!("policy '{}'", default_policy_label(p)))
 }
 
 impl ExperimentFile {
@@ -714,19 +669,10 @@ impl Plan {
     pub fn step_config(&self, r: &RunSpec) -> Result<StepConfig> {
         let p = &self.problems[r.problem];
         let pol = &self.policies[r.policy].config;
-        let acquisition = AcquisitionName::parse(&pol.acquisition)?;
         let fit = model_fit_options(&p.config.model)?;
         Ok(StepConfig {
-            acquisition,
-            params: AcquisitionParams {
-                lambda: pol.lambda,
-                beta: pol.ucb_beta,
-                alpha: pol.alpha,
-                tree: pol.tree,
-                refill: pol.refill,
-                warm_start: pol.warm_start,
-                ..AcquisitionParams::default()
-            },
+            acquisition: pol.spec.name(),
+            params: pol.spec.params(),
             fit,
             multistart: MultiStartOptions {
                 raw_samples: p.raw_samples,
@@ -742,9 +688,11 @@ impl Plan {
 
     /// The settings a run's trace must agree with to be resumed (as JSON).
     pub fn run_settings(&self, r: &RunSpec) -> serde_json::Value {
+        // The policy in the form of earlier releases, so that their traces are resumed.
+        let policy = &self.policies[r.policy];
         let mut v = serde_json::json!({
             "problem": self.problems[r.problem],
-            "policy": self.policies[r.policy],
+            "policy": {"label": policy.label, "config": LegacyPolicy::of(&policy.config)},
             "seed": r.seed,
         });
         // Only what the run records: the replay settings (λ, rule thresholds) and the summaries'
@@ -795,14 +743,15 @@ lambda = 1e-4
     #[test]
     fn errors_name_the_problem() {
         let bad = BASE.replace("\"pbgi\"", "\"pbgj\"");
-        let e = parse(&bad).unwrap().resolve(false).unwrap_err();
-        assert!(
-            format!("{e:#}").contains("unknown acquisition 'pbgj'"),
-            "{e:#}"
-        );
+        let e = parse(&bad).unwrap_err();
+        assert!(format!("{e:#}").contains("unknown variant `pbgj`"), "{e:#}");
         let bad = BASE.replace("lambda = 1e-4", "");
+        let e = parse(&bad).unwrap_err();
+        assert!(format!("{e:#}").contains("missing field `lambda`"), "{e:#}");
+        let bad = BASE.replace("lambda = 1e-4", "lambda = -1.0");
         let e = parse(&bad).unwrap().resolve(false).unwrap_err();
-        assert!(format!("{e:#}").contains("needs `lambda`"), "{e:#}");
+        assert!(format!("{e:#}").contains("policy 'pbgi(-1)'"), "{e:#}");
+        assert!(format!("{e:#}").contains("lambda"), "{e:#}");
         let e = parse(BASE).unwrap().resolve(true).unwrap_err();
         assert!(format!("{e:#}").contains("[smoke]"));
         let bad = BASE.replace("budget = 10", "");
@@ -811,6 +760,43 @@ lambda = 1e-4
         let bad = BASE.replace("dim = 3", "dim = 3\noptions = { kernel = \"rbf\" }");
         let e = parse(&bad).unwrap().resolve(false).unwrap_err();
         assert!(format!("{e:#}").contains("kernel"), "{e:#}");
+    }
+
+    #[test]
+    fn policies_refuse_keys_that_do_not_apply_and_name_moved_ones() {
+        let policy = |table: &str| BASE.replace("acquisition = \"pbgi\"\nlambda = 1e-4", table);
+        let e = parse(&policy("acquisition = \"ucb\"\nucb_beta = 0.5")).unwrap_err();
+        assert!(
+            format!("{e:#}").contains("`ucb_beta` is now called `beta`"),
+            "{e:#}"
+        );
+        let e = parse(&policy("acquisition = \"pbgi_d\"\nbeta = 4.0")).unwrap_err();
+        assert!(
+            format!("{e:#}").contains("`beta` is now called `decay`"),
+            "{e:#}"
+        );
+        let e = parse(&policy("acquisition = \"ei\"\nalpha = 0.5")).unwrap_err();
+        assert!(format!("{e:#}").contains("unknown field `alpha`"), "{e:#}");
+        // The new names, with the labels of before.
+        let plan = parse(&policy("acquisition = \"pbgi_d\"\ndecay = 4.0"))
+            .unwrap()
+            .resolve(false)
+            .unwrap();
+        assert_eq!(plan.policies[0].label, "pbgi_d(0.1,4)");
+        let plan = parse(&policy("name = \"u\"\nacquisition = \"ucb\"\nbeta = 0.5"))
+            .unwrap()
+            .resolve(false)
+            .unwrap();
+        assert_eq!(plan.policies[0].label, "u");
+        let step = plan.step_config(&plan.runs()[0]).unwrap();
+        assert_eq!(step.params.beta, Some(0.5));
+        let plan = parse(&policy(
+            "acquisition = \"b_ms_ei\"\ntree = [2, 1]\nrefill = false",
+        ))
+        .unwrap()
+        .resolve(false)
+        .unwrap();
+        assert_eq!(plan.policies[0].label, "b_ms_ei(2,1;no_refill)");
     }
 
     #[test]

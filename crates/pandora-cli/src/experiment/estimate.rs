@@ -44,6 +44,7 @@ use super::run::EVALUATION_CAP;
 use super::trace::Trace;
 use anyhow::Result;
 use pandora_core::policy::Phase;
+use pandora_core::run::spec::PolicySpec;
 use std::collections::BTreeMap;
 
 /// Work units of one step's bookkeeping and evaluation.
@@ -98,9 +99,11 @@ pub fn mean_costs(plan: &Plan) -> Result<Vec<f64>> {
 /// The multiplier `m_q · s` of run `r`'s model work.
 fn model_factor(plan: &Plan, r: &RunSpec) -> f64 {
     let pol = &plan.policies[r.policy].config;
-    let m = match pol.acquisition.as_str() {
-        "random" => 0.0,
-        "ms_ei" | "b_ms_ei" => pol.tree.unwrap_or_default().num_points() as f64,
+    let m = match pol.spec {
+        PolicySpec::Random {} => 0.0,
+        PolicySpec::MsEi { tree, .. } | PolicySpec::BMsEi { tree, .. } => {
+            tree.unwrap_or_default().num_points() as f64
+        }
         _ => 1.0,
     };
     if plan.stopping.is_some() { 2.0 * m } else { m }

@@ -15,6 +15,7 @@ pub mod config;
 pub mod estimate;
 pub mod figures;
 pub mod format;
+pub mod legacy;
 pub mod report;
 pub mod run;
 pub mod shard;

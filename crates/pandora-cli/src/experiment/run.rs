@@ -21,12 +21,12 @@ use super::config::{CostSettingName, Plan, RunSpec, build_problem, step_seed};
 use super::stopping::{RecordInputs, StatisticsSpec, record, statistics_seed};
 use super::trace::{self, Appender, End, Header, Line, Step, StoppingStats};
 use anyhow::{Context, Result, anyhow, bail};
-use pandora_core::acquisition::{AcquisitionName, CostModel, KnownCost, fit_log_cost_model};
+use pandora_core::acquisition::{CostModel, KnownCost, fit_log_cost_model};
 use pandora_core::gp::fit::FitOptions;
 use pandora_core::gp::{GpModel, Transforms};
 use pandora_core::policy::{CostSetting, Phase, StepConfig, StepModels};
 use pandora_core::run::Finished;
-use pandora_core::run::driver::{BudgetSpec, DecaySpec, Entry, Outcome, Policy, Run, Verdict};
+use pandora_core::run::driver::{BudgetSpec, Entry, Outcome, Policy, Run, Verdict};
 use pandora_core::stopping::CostInfo;
 use pandora_problems::Problem;
 use pandora_study::study::{params_from_json, params_to_json};
@@ -63,7 +63,7 @@ pub fn header(plan: &Plan, r: &RunSpec, problem: &dyn Problem) -> Header {
         experiment: plan.name.clone(),
         problem: p.label.clone(),
         policy: pol.label.clone(),
-        acquisition: pol.config.acquisition.clone(),
+        acquisition: pol.config.spec.name().to_string(),
         seed: r.seed,
         problem_seed: super::config::problem_seed(r.seed),
         dim: p.config.dim,
@@ -298,10 +298,7 @@ fn run_policy<'a>(
         CostSettingName::Known => CostSetting::Known(known),
         CostSettingName::Unknown => CostSetting::Unknown,
     };
-    let decay = (step.acquisition == AcquisitionName::PbgiD).then(|| DecaySpec {
-        lambda0: pol.lambda0.unwrap_or(0.1),
-        decay: pol.beta.unwrap_or(2.0),
-    });
+    let decay = pol.spec.decay();
     let cap = EVALUATION_CAP as u64;
     Ok(Policy {
         d: problem.dim(),

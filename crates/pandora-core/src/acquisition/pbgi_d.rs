@@ -38,7 +38,7 @@ impl PbgiDecay {
         }
         if !(divisor.is_finite() && divisor > 1.0) {
             return Err(Error::invalid(
-                "beta",
+                "decay",
                 format!("the decay divisor must be > 1, got {divisor}"),
             ));
         }

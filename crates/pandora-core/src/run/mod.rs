@@ -11,11 +11,19 @@
 //!   B-MS-EI's carry, the automatic λ, the stopping rule's stop);
 //! - [`Finished`]: why no further trial is proposed. It is a value, never an error.
 //!
+//! What a run decides with is configured by [`spec::PolicySpec`]: the acquisition and the keys
+//! that apply to it, one serde type for a study's `[policy]`, an experiment's `[[policy]]` and
+//! Python. Front ends turn it into the step's parameters ([`spec::PolicySpec::params`]) and
+//! PBGI-D's schedule ([`spec::PolicySpec::decay`]). It lives here, beside the driver whose
+//! [`driver::DecaySpec`] it produces: `run` already depends on `acquisition` (the registry, the
+//! tree type, PBGI-D's rule) and nothing in `acquisition` depends on `run`, so no import circle.
+//!
 //! PBGI-D's λ is replayed from the records by [`replay_pbgi_d`], the one implementation of the
 //! rule both studies and experiments use.
 
 pub mod driver;
 pub mod record;
+pub mod spec;
 
 use crate::acquisition::PbgiDecay;
 use crate::error::Result;

@@ -207,9 +207,10 @@ class Study:
         seed: int = 0,
         initial_design: Optional[int] = None,
         lam: Optional[float] = None,
-        lambda0: float = 0.1,
-        decay: float = 2.0,
+        lambda0: Optional[float] = None,
+        decay: Optional[float] = None,
         beta: Optional[float] = None,
+        alpha: Optional[float] = None,
         tree: Optional[Sequence[int]] = None,
         refill: Optional[bool] = None,
         warm_start: Optional[bool] = None,
@@ -264,8 +265,14 @@ class Study:
                 ``start_pbgi_d`` (PBGI-D starts from the automatic λ).
             seed: seed of the initial design and the policy.
             initial_design: size of the initial Sobol design (default ``2 (d + 1)``).
-            lam: fixed λ of ``pbgi``. lambda0, decay: PBGI-D's initial λ and its divisor.
-            beta: fixed UCB β (default: the GP-UCB schedule).
+            lam: fixed λ of ``pbgi``. lambda0, decay: PBGI-D's initial λ and its divisor
+                (defaults 0.1 and 2).
+            beta: fixed UCB/LCB β (default: the GP-UCB schedule).
+            alpha: cost exponent of ``eipc``/``log_eipc`` (default 1) or a fixed one for
+                ``eicc``/``log_eicc``.
+            The acquisition's keys are those of docs/acquisitions.md ("Policy keys"): a key
+            given for an acquisition it does not apply to (``lam`` with ``ucb``) is a
+            ``ValueError`` naming it.
             tree: ``b_ms_ei``'s and ``ms_ei``'s scenario tree, fantasies per look-ahead stage
                 (default ``[1, 1, 1]``, the 4-step path; ``[4, 4, 2]`` is the paper's tree).
             refill: ``b_ms_ei`` only: the refill rule for the suggested budget (default
@@ -317,14 +324,15 @@ class Study:
             },
             "policy": {
                 "acquisition": acquisition,
-                "lambda": lam,
-                "lambda0": float(lambda0),
-                "decay": float(decay),
-                "beta": beta,
                 "initial_design": initial_design,
                 "seed": int(seed),
             },
         }
+        # Only the keys given: the policy refuses those that do not apply to the acquisition.
+        for key, value in (("lambda", lam), ("lambda0", lambda0), ("decay", decay),
+                           ("beta", beta), ("alpha", alpha)):
+            if value is not None:
+                config["policy"][key] = value
         if stopping_table is not None:
             config["policy"]["stopping"] = stopping_table
         if tree is not None:

@@ -1,0 +1,166 @@
+use super::*;
+
+/// A surrounding table as the front ends have it: common keys plus the flattened spec.
+#[derive(Debug, Deserialize, Serialize, PartialEq)]
+struct Section {
+    #[serde(default)]
+    seed: u64,
+    #[serde(flatten)]
+    spec: PolicySpec,
+}
+
+fn parse(text: &str) -> std::result::Result<Section, String> {
+    toml::from_str(text).map_err(|e| e.to_string())
+}
+
+#[test]
+fn registry_and_spec_list_the_same_acquisitions() {
+    for n in AcquisitionName::ALL {
+        let spec = PolicySpec::bare(n, 1e-3);
+        assert_eq!(spec.name(), n);
+        // The serde tag is the registry's name, in both directions.
+        let json = serde_json::to_value(&spec).unwrap();
+        assert_eq!(json["acquisition"], n.as_str());
+        let text = match n {
+            AcquisitionName::Pbgi => format!("acquisition = \"{n}\"\nlambda = 0.001"),
+            _ => format!("acquisition = \"{n}\""),
+        };
+        assert_eq!(parse(&text).unwrap().spec, spec, "{n}");
+    }
+    let e = parse("acquisition = \"gittins\"").unwrap_err();
+    assert!(
+        e.contains("unknown variant `gittins`") && e.contains("pbgi_d"),
+        "{e}"
+    );
+}
+
+#[test]
+fn every_variant_refuses_unknown_keys_even_when_flattened() {
+    for n in AcquisitionName::ALL {
+        let extra = match n {
+            AcquisitionName::Pbgi => "lambda = 0.1\n",
+            _ => "",
+        };
+        let text = format!("seed = 3\nacquisition = \"{n}\"\n{extra}bogus = 1\n");
+        let e = parse(&text).unwrap_err();
+        assert!(e.contains("unknown field `bogus`"), "{n}: {e}");
+        // A key of another acquisition is refused too.
+        let other = if n == AcquisitionName::Pbgi {
+            "lambda0"
+        } else {
+            "lambda"
+        };
+        let text = format!("acquisition = \"{n}\"\n{extra}{other} = 0.5\n");
+        if n != AcquisitionName::Pbgi || other != "lambda" {
+            let e = parse(&text).unwrap_err();
+            assert!(e.contains(&format!("unknown field `{other}`")), "{n}: {e}");
+        }
+    }
+    let s = parse("seed = 3\nacquisition = \"ucb\"\nbeta = 2").unwrap();
+    assert_eq!(s.seed, 3);
+    assert_eq!(s.spec, PolicySpec::Ucb { beta: Some(2.0) });
+}
+
+#[test]
+fn keys_that_moved_say_their_new_name() {
+    let e = parse("acquisition = \"ucb\"\nucb_beta = 2.0").unwrap_err();
+    assert!(e.contains("`ucb_beta` is now called `beta`"), "{e}");
+    let e = parse("acquisition = \"lcb\"\nucb_beta = 2.0").unwrap_err();
+    assert!(e.contains("`ucb_beta` is now called `beta`"), "{e}");
+    let e = parse("acquisition = \"pbgi_d\"\nlambda0 = 0.1\nbeta = 4.0").unwrap_err();
+    assert!(e.contains("`beta` is now called `decay`"), "{e}");
+    // `beta` on an acquisition without it is only unknown, not "moved".
+    let e = parse("acquisition = \"ei\"\nbeta = 4.0").unwrap_err();
+    assert!(
+        e.contains("unknown field `beta`") && !e.contains("now called"),
+        "{e}"
+    );
+}
+
+#[test]
+fn round_trips_through_toml_and_json() {
+    let tree = FantasyTree::new(&[4, 4, 2]).unwrap();
+    for spec in [
+        PolicySpec::default(),
+        PolicySpec::PbgiD {
+            lambda0: 0.01,
+            decay: 4.0,
+        },
+        PolicySpec::Pbgi { lambda: 1e-4 },
+        PolicySpec::Ucb { beta: Some(0.5) },
+        PolicySpec::LogEipc { alpha: Some(0.5) },
+        PolicySpec::BMsEi {
+            tree: Some(tree),
+            refill: Some(false),
+            warm_start: None,
+        },
+        PolicySpec::MsEi {
+            tree: Some(tree),
+            warm_start: Some(false),
+        },
+    ] {
+        let s = Section { seed: 7, spec };
+        let text = toml::to_string(&s).unwrap();
+        assert_eq!(parse(&text).unwrap(), s, "{text}");
+        let json = serde_json::to_string(&s).unwrap();
+        assert_eq!(serde_json::from_str::<Section>(&json).unwrap(), s, "{json}");
+    }
+    // Integers are accepted where a number is expected.
+    let s = parse("acquisition = \"pbgi_d\"\nlambda0 = 1\ndecay = 3").unwrap();
+    assert_eq!(
+        s.spec.decay(),
+        Some(DecaySpec {
+            lambda0: 1.0,
+            decay: 3.0
+        })
+    );
+}
+
+#[test]
+fn params_and_decay_carry_the_keys() {
+    let p = PolicySpec::Ucb { beta: Some(2.0) }.params();
+    assert_eq!((p.beta, p.lambda), (Some(2.0), None));
+    let p = PolicySpec::Pbgi { lambda: 1e-3 }.params();
+    assert_eq!(p.lambda, Some(1e-3));
+    assert_eq!(PolicySpec::Pbgi { lambda: 1e-3 }.fixed_lambda(), Some(1e-3));
+    assert_eq!(PolicySpec::default().fixed_lambda(), None);
+    assert_eq!(PolicySpec::default().params(), AcquisitionParams::default());
+    let p = PolicySpec::BMsEi {
+        tree: None,
+        refill: Some(false),
+        warm_start: Some(true),
+    }
+    .params();
+    assert_eq!((p.refill, p.warm_start), (Some(false), Some(true)));
+    assert_eq!(
+        PolicySpec::default().decay(),
+        Some(DecaySpec {
+            lambda0: 0.1,
+            decay: 2.0
+        })
+    );
+    assert_eq!(PolicySpec::Ei {}.decay(), None);
+}
+
+#[test]
+fn validation_names_the_field() {
+    let field = |s: PolicySpec| match s.validate() {
+        Err(Error::InvalidInput { what, .. }) => what,
+        other => panic!("{s:?}: {other:?}"),
+    };
+    assert_eq!(field(PolicySpec::Pbgi { lambda: 0.0 }), "lambda");
+    assert_eq!(field(PolicySpec::Pbgi { lambda: f64::NAN }), "lambda");
+    let d = |lambda0, decay| PolicySpec::PbgiD { lambda0, decay };
+    assert_eq!(field(d(-1.0, 2.0)), "lambda0");
+    assert_eq!(field(d(0.1, 1.0)), "decay");
+    assert_eq!(field(PolicySpec::Ucb { beta: Some(-1.0) }), "beta");
+    assert_eq!(
+        field(PolicySpec::Eipc {
+            alpha: Some(f64::INFINITY)
+        }),
+        "alpha"
+    );
+    for n in AcquisitionName::ALL {
+        PolicySpec::bare(n, 1e-3).validate().unwrap();
+    }
+}
