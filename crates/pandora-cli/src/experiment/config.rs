@@ -761,7 +761,11 @@ impl Plan {
             standardize: p.config.model.standardize.unwrap_or(true),
             initial_design: Some(p.initial_design),
             design_seed: design_seed(r.seed),
-            refit: p.config.model.refit.map_or(Refit::DEFAULT, RefitName::refit),
+            refit: p
+                .config
+                .model
+                .refit
+                .map_or(Refit::DEFAULT, RefitName::refit),
             ..StepConfig::default()
         })
     }

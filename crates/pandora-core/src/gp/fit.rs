@@ -9,7 +9,7 @@
 
 use crate::error::{Error, Result};
 use crate::gp::kernel::{Kernel, KernelKind};
-use crate::gp::likelihood::log_marginal_likelihood_profiled;
+use crate::gp::likelihood::{log_marginal_likelihood_profiled, profiled_mean};
 use crate::gp::model::{ExactGp, GpParams};
 use crate::optim::lbfgsb::{self, LbfgsbOptions};
 use rand::{RngExt, SeedableRng};
@@ -443,8 +443,12 @@ impl Search {
         y: &[f64],
     ) -> Result<FitResult> {
         let (kernel, noise) = unpack(&best.0, &self.layout, opts);
-        let mean = (!opts.fit_mean).then_some(opts.fixed_mean);
-        let mean = log_marginal_likelihood_profiled(&kernel, noise, mean, x, y)?.1;
+        // The mean the search profiled out, without the likelihood's inverse and gradient.
+        let mean = if opts.fit_mean {
+            profiled_mean(&kernel, noise, x, y)?
+        } else {
+            opts.fixed_mean
+        };
         let params = GpParams {
             kernel,
             mean,
