@@ -6,6 +6,13 @@
 //! parameters (as GPyTorch does; no Jacobian term for the log transform). The constant mean is
 //! profiled out in closed form, `c* = 1ᵀK⁻¹y / 1ᵀK⁻¹1` (it has no prior), which removes one
 //! dimension from the search and is exact by the envelope theorem.
+//!
+//! [`fit`] runs L-BFGS-B from several starts (a warm start if given, the priors' modes, random
+//! draws) and keeps the best; [`fit_warm`] runs it from the warm start alone and reports how far
+//! the log posterior rose above it per observation, which a BO loop reads to decide whether the
+//! single start sufficed (`crate::policy::Refit`). Each evaluation factorizes and inverts the
+//! `n × n` kernel matrix (`O(n³)`); after the search one factorization gives the profiled mean and
+//! one the conditioned GP.
 
 use crate::error::{Error, Result};
 use crate::gp::kernel::{Kernel, KernelKind};
