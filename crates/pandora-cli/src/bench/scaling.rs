@@ -228,13 +228,14 @@ fn phases(
 }
 
 /// The step with a previous step on one cell and acquisition (see the module documentation).
-fn carry_line(
+fn carry_line<'a>(
     d: usize,
     x: &[f64],
     y: &[f64],
     cfg: &StepConfig,
+    name: &'a str,
     reps: usize,
-) -> Result<CarryLine<'static>> {
+) -> Result<CarryLine<'a>> {
     let n = y.len();
     let transforms = Transforms {
         standardize_outcomes: cfg.standardize,
@@ -309,7 +310,7 @@ fn carry_line(
         bench: "bo_step_scaling_carry",
         d,
         n,
-        acquisition: cfg.acquisition.as_str(),
+        acquisition: name,
         step_full_ms: median(s0),
         step_warm_ms: median(s1),
         fit_full_ms: median(f0),
@@ -407,7 +408,7 @@ pub fn run(args: &ScalingArgs, reps: usize, threads: usize) -> Result<()> {
                     threads,
                 };
                 println!("{}", serde_json::to_string(&line)?);
-                let carry = carry_line(d, &x, &y, &cfg, reps)?;
+                let carry = carry_line(d, &x, &y, &cfg, name, reps)?;
                 println!("{}", serde_json::to_string(&carry)?);
             }
         }
