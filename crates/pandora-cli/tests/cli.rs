@@ -196,11 +196,9 @@ fn bench_scaling_writes_the_peer_data_and_reports_phases() {
         for k in ["step_full_ms", "step_warm_ms", "fit_full_ms", "fit_warm_ms"] {
             assert!(l[k].as_f64().unwrap() >= 0.0, "{k}");
         }
-        let (full, warm) = (
-            l["fit_full_evaluations"].as_u64(),
-            l["fit_warm_evaluations"],
-        );
-        assert!(full.unwrap() > warm.as_u64().unwrap(), "{l}");
+        let full = l["fit_full_evaluations"].as_u64().unwrap();
+        let warm = l["fit_warm_evaluations"].as_u64().unwrap();
+        assert!(full > warm, "{l}");
         assert!(l["values_warm"][0].as_f64().unwrap().is_finite());
     }
     for (l, acq) in lines.iter().step_by(2).zip(["logei", "pbgi"]) {
