@@ -469,7 +469,7 @@ pub enum Refit {
     /// A single-start fit from the previous step's hyperparameters, with a full refit when due.
     Warm {
         /// Relative growth of the number of trials between scheduled full refits (> 0; 0.05:
-        /// every trial up to trial 20, then every 5 %).
+        /// every trial up to trial 40, then every 5 %).
         growth: f64,
         /// A full refit when the warm fit's log-posterior gain per observation exceeds this.
         max_gain: f64,
@@ -1117,9 +1117,10 @@ mod tests {
             max_gain: 0.01,
         };
         assert_eq!(due(half, 30), vec![0, 1, 2, 3, 4, 6, 9, 13, 19, 28]);
-        // The default: every trial up to 20, then every 5 %: 30 trials apart near trial 600.
+        // The default: every trial up to 40, then every 5 %: 31 trials apart near trial 626.
         let d = due(Refit::DEFAULT, 2001);
-        assert_eq!(d[..21], (0..21).collect::<Vec<_>>()[..]);
+        assert_eq!(d[..41], (0..41).collect::<Vec<_>>()[..]);
+        assert_eq!(d[41..44], [42, 44, 46]);
         let near = d.windows(2).find(|w| w[0] >= 600).unwrap();
         assert_eq!(near[1] - near[0], near[0] / 20);
         assert!(d.len() < 130, "{}", d.len());
