@@ -187,8 +187,21 @@ fn bench_scaling_writes_the_peer_data_and_reports_phases() {
         .lines()
         .map(|l| serde_json::from_str(l).expect("JSON line"))
         .collect();
-    assert_eq!(lines.len(), 2, "{text}");
-    for (l, acq) in lines.iter().zip(["logei", "pbgi"]) {
+    // Per acquisition: the step without a previous step, then the step with one (full and warm
+    // fits from the previous step's hyperparameters).
+    assert_eq!(lines.len(), 4, "{text}");
+    for (l, acq) in lines.iter().skip(1).step_by(2).zip(["logei", "pbgi"]) {
+        assert_eq!(l["bench"], "bo_step_scaling_carry");
+        assert_eq!(l["acquisition"], acq);
+        for k in ["step_full_ms", "step_warm_ms", "fit_full_ms", "fit_warm_ms"] {
+            assert!(l[k].as_f64().unwrap() >= 0.0, "{k}");
+        }
+        let full = l["fit_full_evaluations"].as_u64().unwrap();
+        let warm = l["fit_warm_evaluations"].as_u64().unwrap();
+        assert!(full > warm, "{l}");
+        assert!(l["values_warm"][0].as_f64().unwrap().is_finite());
+    }
+    for (l, acq) in lines.iter().step_by(2).zip(["logei", "pbgi"]) {
         assert_eq!(l["bench"], "bo_step_scaling");
         assert_eq!(l["acquisition"], acq);
         assert_eq!((l["d"].as_u64(), l["n"].as_u64()), (Some(8), Some(100)));

@@ -10,17 +10,26 @@
 //! value each step reached is printed per seed, so that a change of the numerical core can be
 //! checked for equal quality on the same data and seeds.
 //!
+//! A step inside a run has a previous step: the driver carries its hyperparameters. The
+//! `bo_step_scaling_carry` lines time that step on the same cell: the previous step's full fit on
+//! the first `n − 1` points (untimed) gives `θ_prev`, then the step on all `n` points is timed
+//! with [`Refit::Always`] (the full multi-start fit with `θ_prev` as one more start) and with
+//! [`Refit::Warm`] (a single start from `θ_prev`, as the driver does between scheduled refits),
+//! each with its fit alone, the fit's evaluations, the warm fit's gain per point and the values
+//! the steps reached.
+//!
 //! `--write-data DIR` writes every data set as `{"x": [[...]], "y": [...]}`
 //! (`ackley_d16_n0600.json`), the format of `botorch_rs_scaling.py`, so the peer can be timed on
 //! exactly the same points.
 
 use anyhow::{Context, Result};
 use pandora_core::acquisition::{AcquisitionName, AcquisitionParams, OnModel, build_pointwise};
+use pandora_core::gp::GpParams;
 use pandora_core::gp::fit::FitOptions;
 use pandora_core::gp::{GpModel, Transforms};
 use pandora_core::optim::multistart::{Objective, maximize};
 use pandora_core::optim::sobol::Sobol;
-use pandora_core::policy::{CostSetting, History, StepConfig, StepContext, propose};
+use pandora_core::policy::{CostSetting, History, Refit, StepConfig, StepContext, propose};
 use rand::{RngExt, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use rayon::prelude::*;
@@ -82,6 +91,34 @@ struct Line<'a> {
     threads: usize,
 }
 
+/// One printed measurement of the step with a previous step (`bo_step_scaling_carry`).
+#[derive(Serialize)]
+struct CarryLine<'a> {
+    bench: &'a str,
+    d: usize,
+    n: usize,
+    acquisition: &'a str,
+    /// Median step with [`Refit::Always`] and `θ_prev` as an extra start (the driver before).
+    step_full_ms: f64,
+    /// Median step with [`Refit::Warm`] from `θ_prev` (no refit due).
+    step_warm_ms: f64,
+    /// The full fit alone, and the warm fit alone (medians).
+    fit_full_ms: f64,
+    fit_warm_ms: f64,
+    /// Likelihood evaluations of the first seed's full and warm fits.
+    fit_full_evaluations: usize,
+    fit_warm_evaluations: usize,
+    /// The warm fit's log-posterior gain per point over `θ_prev` (first seed).
+    warm_gain: f64,
+    /// The log posteriors the full and warm fits reached (first seed).
+    log_posterior_full: f64,
+    log_posterior_warm: f64,
+    /// Acquisition values reached by each seed's step, full and warm.
+    values_full: Vec<f64>,
+    values_warm: Vec<f64>,
+    reps: usize,
+}
+
 /// Negated Ackley on `[−2, 2]^d` (through `x ↦ 4x − 2`) at `n` uniform random points.
 pub fn ackley_data(n: usize, d: usize, seed: u64) -> (Vec<f64>, Vec<f64>) {
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
@@ -115,6 +152,8 @@ fn write_data(dir: &Path, d: usize, x: &[f64], y: &[f64]) -> Result<()> {
 fn config(acquisition: AcquisitionName, fit_factr: Option<f64>) -> StepConfig {
     let mut cfg = StepConfig {
         acquisition,
+        // The full fit (the step without a previous step; `carry_line` times the warm fit).
+        refit: Refit::Always,
         ..StepConfig::default()
     };
     if let Some(f) = fit_factr {
@@ -186,6 +225,105 @@ fn phases(
     maximize(&obj, &cfg.multistart, seed)?;
     let evals = model.fit_summary().map_or(0, |f| f.evaluations);
     Ok(([fit_ms, screen_ms, ms(t)], evals))
+}
+
+/// The step with a previous step on one cell and acquisition (see the module documentation).
+fn carry_line<'a>(
+    d: usize,
+    x: &[f64],
+    y: &[f64],
+    cfg: &StepConfig,
+    name: &'a str,
+    reps: usize,
+) -> Result<CarryLine<'a>> {
+    let n = y.len();
+    let transforms = Transforms {
+        standardize_outcomes: cfg.standardize,
+        ..Transforms::default()
+    };
+    let prev_opts = FitOptions {
+        seed: 0,
+        ..cfg.fit.clone()
+    };
+    let prev = GpModel::fit(
+        &x[..(n - 1) * d],
+        &y[..n - 1],
+        d,
+        &transforms,
+        &prev_opts,
+        None,
+    )?;
+    let prev: GpParams = prev.params().clone();
+    let h = History {
+        x,
+        y,
+        cost: &[],
+        pending: &[],
+    };
+    let warm_cfg = StepConfig {
+        refit: Refit::Warm {
+            growth: 0.05,
+            max_gain: f64::INFINITY,
+        },
+        ..cfg.clone()
+    };
+    let ctx = StepContext {
+        warm_fit: true,
+        ..StepContext::default()
+    };
+    let mut t_step = [Vec::new(), Vec::new()];
+    let mut t_fit = [Vec::new(), Vec::new()];
+    let mut values = [Vec::new(), Vec::new()];
+    let (mut evals, mut lp, mut gain) = ([0; 2], [0.0; 2], 0.0);
+    for seed in 1..=reps.max(1) as u64 {
+        for (i, c) in [cfg, &warm_cfg].into_iter().enumerate() {
+            let t = Instant::now();
+            let p = propose(d, h, c, &ctx, CostSetting::Uniform, seed, Some(&prev))?;
+            t_step[i].push(ms(t));
+            values[i].push(p.acquisition_value);
+        }
+        let opts = FitOptions {
+            seed,
+            ..cfg.fit.clone()
+        };
+        let t = Instant::now();
+        let full = GpModel::fit(x, y, d, &transforms, &opts, Some(&prev))?;
+        t_fit[0].push(ms(t));
+        let t = Instant::now();
+        let (warm, g) = GpModel::fit_warm(x, y, d, &transforms, &opts, &prev)?;
+        t_fit[1].push(ms(t));
+        if seed == 1 {
+            for (i, m) in [&full, &warm].into_iter().enumerate() {
+                let s = m
+                    .fit_summary()
+                    .context("a fitted model has a fit summary")?;
+                evals[i] = s.evaluations;
+                lp[i] = s.log_posterior;
+            }
+            gain = g;
+        }
+    }
+    let [s0, s1] = t_step;
+    let [f0, f1] = t_fit;
+    let [v0, v1] = values;
+    Ok(CarryLine {
+        bench: "bo_step_scaling_carry",
+        d,
+        n,
+        acquisition: name,
+        step_full_ms: median(s0),
+        step_warm_ms: median(s1),
+        fit_full_ms: median(f0),
+        fit_warm_ms: median(f1),
+        fit_full_evaluations: evals[0],
+        fit_warm_evaluations: evals[1],
+        warm_gain: gain,
+        log_posterior_full: lp[0],
+        log_posterior_warm: lp[1],
+        values_full: v0,
+        values_warm: v1,
+        reps: reps.max(1),
+    })
 }
 
 /// Runs the grid: per cell and acquisition, `reps` steps (seeds 1..=reps) timed whole, and the
@@ -270,6 +408,8 @@ pub fn run(args: &ScalingArgs, reps: usize, threads: usize) -> Result<()> {
                     threads,
                 };
                 println!("{}", serde_json::to_string(&line)?);
+                let carry = carry_line(d, &x, &y, &cfg, name, reps)?;
+                println!("{}", serde_json::to_string(&carry)?);
             }
         }
     }

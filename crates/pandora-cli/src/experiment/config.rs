@@ -12,7 +12,7 @@ use pandora_core::acquisition::FantasyTree;
 use pandora_core::gp::KernelKind;
 use pandora_core::gp::fit::{FitOptions, NoiseSpec, Priors};
 use pandora_core::optim::multistart::MultiStartOptions;
-use pandora_core::policy::StepConfig;
+use pandora_core::policy::{Refit, StepConfig};
 use pandora_core::run::spec::PolicySpec;
 use pandora_problems::{Problem, ProblemSpec};
 use serde::{Deserialize, Serialize};
@@ -96,6 +96,31 @@ pub struct ModelConfig {
     /// Use the problem's known prior amplitude `s(x)` in the kernel, `s(x) s(x') k(x, x')` (the
     /// PBGI paper's variable-amplitude kernel of the 1-D counterexamples; default false).
     pub amplitude: Option<bool>,
+    /// How the hyperparameters are refitted from one step to the next: `warm` (the default, a
+    /// single start from the previous step's with full refits on a schedule; see
+    /// `pandora_core::policy::Refit`) or `always` (a full multi-start fit at every step).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refit: Option<RefitName>,
+}
+
+/// `[problem.model] refit`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RefitName {
+    /// [`Refit::DEFAULT`].
+    Warm,
+    /// [`Refit::Always`].
+    Always,
+}
+
+impl RefitName {
+    /// The step configuration's setting.
+    pub fn refit(self) -> Refit {
+        match self {
+            RefitName::Warm => Refit::DEFAULT,
+            RefitName::Always => Refit::Always,
+        }
+    }
 }
 
 /// One `[[problem]]` table.
@@ -682,6 +707,11 @@ impl Plan {
             standardize: p.config.model.standardize.unwrap_or(true),
             initial_design: Some(p.initial_design),
             design_seed: design_seed(r.seed),
+            refit: p
+                .config
+                .model
+                .refit
+                .map_or(Refit::DEFAULT, RefitName::refit),
             ..StepConfig::default()
         })
     }

@@ -6,10 +6,17 @@
 //! parameters (as GPyTorch does; no Jacobian term for the log transform). The constant mean is
 //! profiled out in closed form, `c* = 1ᵀK⁻¹y / 1ᵀK⁻¹1` (it has no prior), which removes one
 //! dimension from the search and is exact by the envelope theorem.
+//!
+//! [`fit`] runs L-BFGS-B from several starts (a warm start if given, the priors' modes, random
+//! draws) and keeps the best; [`fit_warm`] runs it from the warm start alone and reports how far
+//! the log posterior rose above it per observation, which a BO loop reads to decide whether the
+//! single start sufficed (`crate::policy::Refit`). Each evaluation factorizes and inverts the
+//! `n × n` kernel matrix (`O(n³)`); after the search one factorization gives the profiled mean and
+//! one the conditioned GP.
 
 use crate::error::{Error, Result};
 use crate::gp::kernel::{Kernel, KernelKind};
-use crate::gp::likelihood::log_marginal_likelihood_profiled;
+use crate::gp::likelihood::{log_marginal_likelihood_profiled, profiled_mean};
 use crate::gp::model::{ExactGp, GpParams};
 use crate::optim::lbfgsb::{self, LbfgsbOptions};
 use rand::{RngExt, SeedableRng};
@@ -316,6 +323,157 @@ fn unpack(theta: &[f64], layout: &Layout, opts: &FitOptions) -> (Kernel, f64) {
     (kernel, noise)
 }
 
+/// The search space of a fit: the layout of the search vector and its bounds (log scale).
+struct Search {
+    layout: Layout,
+    lower: Vec<f64>,
+    upper: Vec<f64>,
+}
+
+impl Search {
+    /// Checks the data and options and builds the bounds.
+    fn new(x: &[f64], y: &[f64], d: usize, opts: &FitOptions) -> Result<Self> {
+        let n = y.len();
+        if d == 0 || x.len() != n * d {
+            return Err(Error::dim("fit: train_x length", n * d, x.len()));
+        }
+        if n == 0 {
+            return Err(Error::invalid(
+                "train_y",
+                "at least one observation is needed to fit",
+            ));
+        }
+        if x.iter().chain(y).any(|v| !v.is_finite()) {
+            return Err(Error::invalid(
+                "training data",
+                "contains NaN or infinite values",
+            ));
+        }
+        if let NoiseSpec::Fixed(v) = opts.noise
+            && !(v.is_finite() && v >= 0.0)
+        {
+            return Err(Error::invalid(
+                "noise",
+                "fixed noise must be finite and >= 0",
+            ));
+        }
+        let layout = Layout {
+            d,
+            nl: if opts.ard { d } else { 1 },
+            learn_noise: matches!(opts.noise, NoiseSpec::Learned { .. }),
+        };
+        let dim = layout.len();
+        let mut lower = vec![opts.lengthscale_bounds.0.ln(); dim];
+        let mut upper = vec![opts.lengthscale_bounds.1.ln(); dim];
+        lower[layout.nl] = opts.outputscale_bounds.0.ln();
+        upper[layout.nl] = opts.outputscale_bounds.1.ln();
+        if let Some(v) = opts.fixed_outputscale {
+            if !(v.is_finite() && v > 0.0) {
+                return Err(Error::invalid(
+                    "fixed_outputscale",
+                    "must be finite and > 0",
+                ));
+            }
+            // Equal bounds fix the coordinate; L-BFGS-B never moves it.
+            lower[layout.nl] = v.ln();
+            upper[layout.nl] = v.ln();
+        }
+        if let NoiseSpec::Learned { floor } = opts.noise {
+            lower[layout.nl + 1] = floor.max(1e-12).ln();
+            upper[layout.nl + 1] = opts.max_noise.max(floor * 10.0).ln();
+        }
+        Ok(Self {
+            layout,
+            lower,
+            upper,
+        })
+    }
+
+    /// The search vector of lengthscales `ls`, outputscale `os` and noise `noise` (a shared
+    /// lengthscale is their geometric mean), not yet clamped to the bounds.
+    fn pack(&self, ls: &[f64], os: f64, noise: f64) -> Vec<f64> {
+        let layout = &self.layout;
+        let mut t = Vec::with_capacity(layout.len());
+        if layout.nl == 1 {
+            let g = ls.iter().map(|l| l.ln()).sum::<f64>() / ls.len() as f64;
+            t.push(g);
+        } else {
+            t.extend(ls.iter().map(|l| l.ln()));
+        }
+        t.push(os.ln());
+        if layout.learn_noise {
+            t.push(noise.ln());
+        }
+        t
+    }
+
+    fn clamp(&self, t: &mut [f64]) {
+        for ((v, lo), hi) in t.iter_mut().zip(&self.lower).zip(&self.upper) {
+            *v = v.clamp(*lo, *hi);
+        }
+    }
+
+    /// One L-BFGS-B run from `t`: the final vector, its objective, the number of evaluations
+    /// and the objective at the start (infinite where the factorization failed).
+    fn run(&self, mut t: Vec<f64>, opts: &FitOptions, x: &[f64], y: &[f64]) -> (StartResult, f64) {
+        let mut evals = 0usize;
+        let mut first = f64::NAN;
+        let res = lbfgsb::minimize(
+            |th: &[f64], g: &mut [f64]| {
+                evals += 1;
+                let f = objective(th, g, &self.layout, opts, x, y);
+                if evals == 1 {
+                    first = f;
+                }
+                f
+            },
+            &mut t,
+            &self.lower,
+            &self.upper,
+            &opts.lbfgsb,
+        );
+        let f = match res {
+            Ok(r) => r.f,
+            Err(_) => f64::INFINITY,
+        };
+        ((t, f, evals), first)
+    }
+
+    /// The result of the winning start `best` (position `best_start`) after `evaluations`.
+    fn finish(
+        &self,
+        best: &StartResult,
+        best_start: usize,
+        evaluations: usize,
+        opts: &FitOptions,
+        x: &[f64],
+        y: &[f64],
+    ) -> Result<FitResult> {
+        let (kernel, noise) = unpack(&best.0, &self.layout, opts);
+        // The mean the search profiled out, without the likelihood's inverse and gradient.
+        let mean = if opts.fit_mean {
+            profiled_mean(&kernel, noise, x, y)?
+        } else {
+            opts.fixed_mean
+        };
+        let params = GpParams {
+            kernel,
+            mean,
+            noise,
+        };
+        let gp = ExactGp::new(x.to_vec(), y.to_vec(), params.clone())?;
+        let lml = gp.log_marginal_likelihood();
+        Ok(FitResult {
+            params,
+            gp,
+            log_marginal_likelihood: lml,
+            log_posterior: -best.1,
+            evaluations,
+            best_start,
+        })
+    }
+}
+
 /// Fits the GP hyperparameters to the data `(x, y)` (row-major `x`, `n × d`, `n ≥ 1`) and returns
 /// the conditioned model. `warm` (e.g. the previous fit in a BO loop) is used as an extra start.
 /// Starts run in parallel; the result is deterministic for a seed regardless of thread count.
@@ -326,55 +484,9 @@ pub fn fit(
     opts: &FitOptions,
     warm: Option<&GpParams>,
 ) -> Result<FitResult> {
+    let search = Search::new(x, y, d, opts)?;
+    let layout = &search.layout;
     let n = y.len();
-    if d == 0 || x.len() != n * d {
-        return Err(Error::dim("fit: train_x length", n * d, x.len()));
-    }
-    if n == 0 {
-        return Err(Error::invalid(
-            "train_y",
-            "at least one observation is needed to fit",
-        ));
-    }
-    if x.iter().chain(y).any(|v| !v.is_finite()) {
-        return Err(Error::invalid(
-            "training data",
-            "contains NaN or infinite values",
-        ));
-    }
-    if let NoiseSpec::Fixed(v) = opts.noise
-        && !(v.is_finite() && v >= 0.0)
-    {
-        return Err(Error::invalid(
-            "noise",
-            "fixed noise must be finite and >= 0",
-        ));
-    }
-    let layout = Layout {
-        d,
-        nl: if opts.ard { d } else { 1 },
-        learn_noise: matches!(opts.noise, NoiseSpec::Learned { .. }),
-    };
-    let dim = layout.len();
-    let mut lower = vec![opts.lengthscale_bounds.0.ln(); dim];
-    let mut upper = vec![opts.lengthscale_bounds.1.ln(); dim];
-    lower[layout.nl] = opts.outputscale_bounds.0.ln();
-    upper[layout.nl] = opts.outputscale_bounds.1.ln();
-    if let Some(v) = opts.fixed_outputscale {
-        if !(v.is_finite() && v > 0.0) {
-            return Err(Error::invalid(
-                "fixed_outputscale",
-                "must be finite and > 0",
-            ));
-        }
-        // Equal bounds fix the coordinate; L-BFGS-B never moves it.
-        lower[layout.nl] = v.ln();
-        upper[layout.nl] = v.ln();
-    }
-    if let NoiseSpec::Learned { floor } = opts.noise {
-        lower[layout.nl + 1] = floor.max(1e-12).ln();
-        upper[layout.nl + 1] = opts.max_noise.max(floor * 10.0).ln();
-    }
 
     // Starting points.
     let ymean = y.iter().sum::<f64>() / n as f64;
@@ -388,30 +500,16 @@ pub fn fit(
         NoiseSpec::Fixed(v) => v,
         NoiseSpec::Learned { floor } => opts.priors.noise.mode().unwrap_or(1e-3 * yvar).max(floor),
     };
-    let pack = |ls: &[f64], os: f64, noise: f64| -> Vec<f64> {
-        let mut t = Vec::with_capacity(dim);
-        if layout.nl == 1 {
-            let g = ls.iter().map(|l| l.ln()).sum::<f64>() / ls.len() as f64;
-            t.push(g);
-        } else {
-            t.extend(ls.iter().map(|l| l.ln()));
-        }
-        t.push(os.ln());
-        if layout.learn_noise {
-            t.push(noise.ln());
-        }
-        t
-    };
     let mut starts: Vec<Vec<f64>> = Vec::new();
     if let Some(w) = warm
         && w.kernel.dim() == d
     {
-        starts.push(pack(&w.kernel.lengthscales, w.kernel.outputscale, w.noise));
+        starts.push(search.pack(&w.kernel.lengthscales, w.kernel.outputscale, w.noise));
     }
-    starts.push(pack(&vec![default_ls; d], default_os, default_noise));
+    starts.push(search.pack(&vec![default_ls; d], default_os, default_noise));
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(opts.seed ^ 0x9e37_79b9_7f4a_7c15);
     for _ in 0..opts.restarts {
-        let mut t = Vec::with_capacity(dim);
+        let mut t = Vec::with_capacity(layout.len());
         for _ in 0..layout.nl {
             t.push(opts.priors.lengthscale.sample_log(&mut rng, default_ls));
         }
@@ -422,51 +520,70 @@ pub fn fit(
         starts.push(t);
     }
     for s in &mut starts {
-        for ((v, lo), hi) in s.iter_mut().zip(&lower).zip(&upper) {
-            *v = v.clamp(*lo, *hi);
-        }
+        search.clamp(s);
     }
 
-    let results: Vec<(Vec<f64>, f64, usize)> = starts
+    let results: Vec<StartResult> = starts
         .into_par_iter()
-        .map(|mut t| {
-            let mut evals = 0usize;
-            let res = lbfgsb::minimize(
-                |th: &[f64], g: &mut [f64]| {
-                    evals += 1;
-                    objective(th, g, &layout, opts, x, y)
-                },
-                &mut t,
-                &lower,
-                &upper,
-                &opts.lbfgsb,
-            );
-            let f = match res {
-                Ok(r) => r.f,
-                Err(_) => f64::INFINITY,
-            };
-            (t, f, evals)
-        })
+        .map(|t| search.run(t, opts, x, y).0)
         .collect();
     let evaluations = results.iter().map(|r| r.2).sum();
     let (best_start, best) = best_of_starts(&results, "hyperparameter")?;
-    let (kernel, noise) = unpack(&best.0, &layout, opts);
-    let mean = (!opts.fit_mean).then_some(opts.fixed_mean);
-    let mean = log_marginal_likelihood_profiled(&kernel, noise, mean, x, y)?.1;
-    let params = GpParams {
-        kernel,
-        mean,
-        noise,
+    search.finish(best, best_start, evaluations, opts, x, y)
+}
+
+/// The outcome of [`fit_warm`].
+#[derive(Debug, Clone)]
+pub struct WarmFit {
+    /// The fit (`best_start` 0).
+    pub result: FitResult,
+    /// How much the single start improved the log posterior, per observation:
+    /// `(log p(θ_end | D) − log p(θ_warm | D)) / n` (infinite if the warm start could not be
+    /// evaluated, e.g. a failed factorization). Small when the warm start was (nearly) optimal
+    /// on the new data; large when the data moved the model.
+    pub gain_per_point: f64,
+}
+
+/// A single-start fit from `warm` (the previous BO step's hyperparameters): the search of
+/// [`fit`] with one start and no restarts, so the result depends on the warm start, and the
+/// gain of the log posterior over it ([`WarmFit::gain_per_point`]), which tells the caller
+/// whether a full multi-start refit is due. `warm` must have `d` lengthscales.
+pub fn fit_warm(
+    x: &[f64],
+    y: &[f64],
+    d: usize,
+    opts: &FitOptions,
+    warm: &GpParams,
+) -> Result<WarmFit> {
+    if warm.kernel.dim() != d {
+        return Err(Error::dim(
+            "fit_warm: warm lengthscales",
+            d,
+            warm.kernel.dim(),
+        ));
+    }
+    let search = Search::new(x, y, d, opts)?;
+    let mut t = search.pack(
+        &warm.kernel.lengthscales,
+        warm.kernel.outputscale,
+        warm.noise,
+    );
+    search.clamp(&mut t);
+    let (start, first) = search.run(t, opts, x, y);
+    if !start.1.is_finite() {
+        return Err(Error::Numerical(
+            "the warm hyperparameter start failed".into(),
+        ));
+    }
+    let gain_per_point = if first.is_finite() {
+        ((first - start.1) / y.len() as f64).max(0.0)
+    } else {
+        f64::INFINITY
     };
-    let gp = ExactGp::new(x.to_vec(), y.to_vec(), params.clone())?;
-    let lml = gp.log_marginal_likelihood();
-    Ok(FitResult {
-        params,
-        gp,
-        log_marginal_likelihood: lml,
-        log_posterior: -best.1,
-        evaluations,
-        best_start,
+    let result = search.finish(&start, 0, start.2, opts, x, y)?;
+    Ok(WarmFit {
+        result,
+        gain_per_point,
     })
 }
 

@@ -8,7 +8,7 @@
 
 use crate::error::{Error, Result};
 use crate::gp::Posterior;
-use crate::gp::fit::{FitOptions, FitResult, fit};
+use crate::gp::fit::{FitOptions, FitResult, WarmFit, fit, fit_warm};
 use crate::gp::model::{ExactGp, GpParams, PosteriorBatch};
 use crate::gp::transform::{OutputScale, Transforms};
 
@@ -46,6 +46,36 @@ impl GpModel {
         opts: &FitOptions,
         warm: Option<&GpParams>,
     ) -> Result<Self> {
+        Self::fit_by(x, y, d, transforms, |u, z| fit(u, z, d, opts, warm))
+    }
+
+    /// A single-start fit from `warm` ([`fit_warm`]): the model and the per-observation gain of
+    /// the log posterior over the warm start ([`WarmFit::gain_per_point`]).
+    pub fn fit_warm(
+        x: &[f64],
+        y: &[f64],
+        d: usize,
+        transforms: &Transforms,
+        opts: &FitOptions,
+        warm: &GpParams,
+    ) -> Result<(Self, f64)> {
+        let mut gain = f64::INFINITY;
+        let model = Self::fit_by(x, y, d, transforms, |u, z| {
+            let w: WarmFit = fit_warm(u, z, d, opts, warm)?;
+            gain = w.gain_per_point;
+            Ok(w.result)
+        })?;
+        Ok((model, gain))
+    }
+
+    /// The model `fitter` fits on the transformed inputs and targets.
+    fn fit_by(
+        x: &[f64],
+        y: &[f64],
+        d: usize,
+        transforms: &Transforms,
+        fitter: impl FnOnce(&[f64], &[f64]) -> Result<FitResult>,
+    ) -> Result<Self> {
         let (lower, range, y_mean, y_std) = Self::transform_params(x, y, d, transforms)?;
         let u = Self::apply_inputs(x, &lower, &range);
         let z = Self::internal_targets(x, y, d, y_mean, y_std, transforms)?;
@@ -55,7 +85,7 @@ impl GpModel {
             log_posterior,
             evaluations,
             ..
-        } = fit(&u, &z, d, opts, warm)?;
+        } = fitter(&u, &z)?;
         Ok(Self {
             gp,
             lower,

@@ -57,16 +57,7 @@ pub fn log_marginal_likelihood_profiled(
     let chol = Cholesky::factor(k.as_ref(), JitterPolicy::default())?;
     let mean = match mean {
         Some(c) => c,
-        None => {
-            let a = chol.solve_vec(&vec![1.0; n]);
-            let num: f64 = a.iter().zip(y).map(|(u, v)| u * v).sum();
-            let den: f64 = a.iter().sum();
-            if den.is_finite() && den > 0.0 && num.is_finite() {
-                num / den
-            } else {
-                y.iter().sum::<f64>() / n.max(1) as f64
-            }
-        }
+        None => ml_mean(&chol, y),
     };
     let r: Vec<f64> = y.iter().map(|v| v - mean).collect();
     let alpha = chol.solve_vec(&r);
@@ -135,6 +126,28 @@ pub fn log_marginal_likelihood_profiled(
         },
         mean,
     ))
+}
+
+/// The maximum-likelihood constant mean `c* = 1ᵀK⁻¹y / 1ᵀK⁻¹1` of
+/// [`log_marginal_likelihood_profiled`] (the same factorization and sums, so the same value to
+/// the bit) without the likelihood's inverse and gradient: one factorization, two solves.
+pub fn profiled_mean(kernel: &Kernel, noise: f64, x: &[f64], y: &[f64]) -> Result<f64> {
+    let (k, _) = kernel_matrix_lower(kernel, x, noise, true);
+    let chol = Cholesky::factor(k.as_ref(), JitterPolicy::default())?;
+    Ok(ml_mean(&chol, y))
+}
+
+/// `c*` from the factor of `K` (the sample mean if `1ᵀK⁻¹1` is not a positive number).
+fn ml_mean(chol: &Cholesky, y: &[f64]) -> f64 {
+    let n = y.len();
+    let a = chol.solve_vec(&vec![1.0; n]);
+    let num: f64 = a.iter().zip(y).map(|(u, v)| u * v).sum();
+    let den: f64 = a.iter().sum();
+    if den.is_finite() && den > 0.0 && num.is_finite() {
+        num / den
+    } else {
+        y.iter().sum::<f64>() / n.max(1) as f64
+    }
 }
 
 /// `Σ_i w_i (x_i − q)²`.

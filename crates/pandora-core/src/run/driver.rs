@@ -14,7 +14,11 @@
 //!   `U/(B − C)`;
 //! - **the stopping rule** (after-posterior-update semantics): checked on the posterior the step
 //!   itself fitted, its moving window replayed from the checks recorded on earlier trials;
-//! - **the carry**: the warm start of the next fit and B-MS-EI's refill state.
+//! - **the carry**: the warm start of the next fit and B-MS-EI's refill state;
+//! - **the refit schedule** ([`crate::policy::Refit`]): with `Refit::Warm` (the default), the
+//!   step that hands out trial `k` may fit from the carried hyperparameters alone unless a full
+//!   refit is scheduled at `k` (then, and whenever no warm start is carried, the step fits in
+//!   full; the warm fit's own gain test can still call for a full fit).
 //!
 //! ## Replay
 //!
@@ -507,6 +511,7 @@ impl<'p> Run<'p> {
             total_budget: p.budget.horizon,
             lambda: self.lambda()?,
             bmsei: self.bmsei.clone(),
+            warm_fit: !p.step.refit.scheduled(self.handed_out),
         };
         let (prop, models) = self.propose_with(&ctx, seed)?;
         if let (Some(sc), Some(m), None) = (start, &models, &self.auto) {
@@ -668,6 +673,8 @@ mod tests {
     use super::*;
     use crate::acquisition::LinearMeanCost;
     use crate::optim::MultiStartOptions;
+    use crate::policy::Refit;
+    use crate::run::record::HyperRecord;
 
     /// A smooth 2-D objective with its maximum 0 at (0.3, 0.7).
     fn f(x: &[f64]) -> f64 {
@@ -822,6 +829,119 @@ mod tests {
         assert_eq!(a, b);
         assert_eq!(a.x, trials[8].0);
         assert_eq!(run.next_lambda().unwrap(), live.next_lambda().unwrap());
+    }
+
+    /// The proposals of `steps` model steps with [`Refit::Warm`], uninterrupted or resumed after
+    /// `k1` trials from the records (the trials and the last model step's hyperparameters as a
+    /// study stores them, through JSON).
+    fn warm_refit_proposals(p: &Policy<'_>, steps: usize, k1: Option<usize>) -> Vec<Proposal> {
+        let mut run = Run::new(p).unwrap();
+        let mut out: Vec<Proposal> = Vec::new();
+        let mut entries: Vec<(Vec<f64>, Phase, f64, Option<f64>)> = Vec::new();
+        for k in 0..steps {
+            if Some(k) == k1 {
+                run = Run::new(p).unwrap();
+                for (x, phase, y, acq) in &entries {
+                    run.record(Entry {
+                        x,
+                        phase: *phase,
+                        outcome: Outcome::Complete {
+                            y: *y,
+                            cost: Some(1.0),
+                        },
+                        cost: Some(1.0),
+                        acquisition_value: *acq,
+                        check: None,
+                    })
+                    .unwrap();
+                }
+                let last = out.iter().rev().find_map(|q| q.params.as_ref());
+                let stored = last.map(|q| serde_json::to_string(&HyperRecord::from(q)).unwrap());
+                let read = stored.map(|j| {
+                    serde_json::from_str::<HyperRecord>(&j)
+                        .unwrap()
+                        .to_params()
+                        .unwrap()
+                });
+                run.carry(read, None);
+            }
+            let Verdict::Propose(prop) = run.step(k as u64, &id).unwrap().verdict else {
+                panic!("no budget limit");
+            };
+            let y = f(&prop.x) + 0.05 * (17.0 * prop.x[0]).sin();
+            let acq = Some(prop.acquisition_value).filter(|v| v.is_finite());
+            run.record(Entry {
+                x: &prop.x,
+                phase: prop.phase,
+                outcome: Outcome::Complete { y, cost: Some(1.0) },
+                cost: Some(1.0),
+                acquisition_value: acq,
+                check: None,
+            })
+            .unwrap();
+            entries.push((prop.x.clone(), prop.phase, y, acq));
+            out.push(prop);
+        }
+        out
+    }
+
+    #[test]
+    fn warm_refits_replay_from_the_records() {
+        let mut step = step_config(AcquisitionName::LogEi);
+        // Scheduled full refits at trials 0–4, 6, 9, 13 (growth 0.5); warm fits at 5, 7, 8, …
+        step.refit = Refit::Warm {
+            growth: 0.5,
+            max_gain: 0.05,
+        };
+        let p = policy(step, CostSetting::Uniform, BudgetSpec::default());
+        let live = warm_refit_proposals(&p, 16, None);
+        assert!(
+            !Refit::Warm {
+                growth: 0.5,
+                max_gain: 0.0
+            }
+            .scheduled(7)
+        );
+        // Interrupted after 7 and after 10 trials (both warm steps, after a full refit at 6 and
+        // at 9): every later proposal is bit-identical, hyperparameters included (compared as
+        // bits: the initial design's acquisition value is NaN).
+        let bits = |v: &[Proposal]| -> Vec<(Vec<u64>, u64, Option<GpParams>)> {
+            v.iter()
+                .map(|q| {
+                    let x = q.x.iter().map(|c| c.to_bits()).collect();
+                    (x, q.acquisition_value.to_bits(), q.params.clone())
+                })
+                .collect()
+        };
+        for k1 in [7, 10] {
+            let resumed = warm_refit_proposals(&p, 16, Some(k1));
+            assert_eq!(bits(&resumed), bits(&live), "resumed at {k1}");
+        }
+        // The warm fits did change the decisions (so the replay above is a real check), and a
+        // resumed run that lost the warm start decides differently.
+        let mut always = p.clone();
+        always.step.refit = Refit::Always;
+        assert_ne!(bits(&warm_refit_proposals(&always, 16, None)), bits(&live));
+        let lost = {
+            let mut run = Run::new(&p).unwrap();
+            for q in &live[..10] {
+                let y = f(&q.x) + 0.05 * (17.0 * q.x[0]).sin();
+                run.record(Entry {
+                    x: &q.x,
+                    phase: q.phase,
+                    outcome: Outcome::Complete { y, cost: Some(1.0) },
+                    cost: Some(1.0),
+                    acquisition_value: Some(q.acquisition_value).filter(|v| v.is_finite()),
+                    check: None,
+                })
+                .unwrap();
+            }
+            match run.step(10, &id).unwrap().verdict {
+                Verdict::Propose(q) => q,
+                Verdict::Finished(f) => panic!("{f}"),
+            }
+        };
+        assert_ne!(lost.params, live[10].params);
     }
 
     #[test]
