@@ -56,6 +56,8 @@ struct LegacyStudyConfig {
     policy: LegacyPolicy,
     #[serde(default)]
     cvs: Option<crate::cvs::section::CvsSection>,
+    #[serde(default)]
+    fidelity: Option<crate::fidelity::FidelitySection>,
 }
 
 /// The earlier `[policy]`: every acquisition's keys side by side (and no others).
@@ -123,6 +125,7 @@ impl LegacyStudyConfig {
             budget: self.budget,
             policy,
             cvs: self.cvs,
+            fidelity: self.fidelity,
         })
     }
 }
