@@ -74,8 +74,9 @@ pub trait Storage: Send {
     fn abandon_stale(&mut self, study: &str, timeout_s: f64) -> Result<Vec<u64>>;
 
     /// Marks trial `number` abandoned (a trial with steps: paused) with `reason` if it is running
-    /// (its worker gives it up, e.g. when stopped by a signal); returns whether it was. A trial already told or abandoned
-    /// is left as it is (`false`); a late outcome is recorded as for [`Storage::abandon_stale`].
+    /// (its worker gives it up, e.g. when stopped by a signal); returns whether it was. A trial
+    /// already told or abandoned is left as it is (`false`); a late outcome is recorded as for
+    /// [`Storage::abandon_stale`].
     fn abandon(&mut self, study: &str, number: u64, reason: &str) -> Result<bool>;
 }
 
@@ -257,7 +258,8 @@ pub(crate) fn apply_step(trial: &mut Trial, s: &StepOutcome, at: f64) -> Result<
         return Err(Error::invalid(
             who,
             format!(
-                "is {}, not running: step {} was not recorded (a paused trial's worker was                  presumed gone; ask again to resume it)",
+                "is {}, not running: step {} was not recorded (a paused trial's worker was \
+                 presumed gone; ask again to resume it)",
                 trial.state.as_str(),
                 s.step
             ),

@@ -799,7 +799,8 @@ fn a_version_1_database_is_migrated_and_keeps_its_trials() {
         // The schema of release 1, with one trial.
         let conn = rusqlite::Connection::open(&path).unwrap();
         conn.execute_batch(
-            "CREATE TABLE schema_version (version INTEGER PRIMARY KEY NOT NULL, applied_at REAL NOT NULL);
+            "CREATE TABLE schema_version (version INTEGER PRIMARY KEY NOT NULL,
+                 applied_at REAL NOT NULL);
              INSERT INTO schema_version VALUES (1, 0);
              CREATE TABLE studies (name TEXT PRIMARY KEY NOT NULL, config TEXT NOT NULL,
                  state TEXT NOT NULL, created_at REAL NOT NULL);
