@@ -815,3 +815,35 @@ async fn a_request_in_flight_at_shutdown_finishes() {
     let mut storage = pandora_study::storage::open(&url).unwrap();
     assert!(storage.study_config("inflight").unwrap().is_some());
 }
+
+/// A study with steps over HTTP: `ask` says which steps to run (`steps`: from, to, resume), `tell`
+/// takes one step at a time (`step`), the trial pauses at the end of its run and a later ask
+/// resumes it; a step told twice is a 4xx naming `step`.
+#[tokio::test]
+async fn steps_of_a_fidelity_study_are_asked_and_told_one_by_one() {
+    let s = server(None);
+    let toml = "[study]\nname = \"ft\"\ndirection = \"maximize\"\n[objective]\nkind = \"external\"\n\
+                [[space]]\nname = \"x\"\ntype = \"float\"\nlow = 0.0\nhigh = 1.0\n\
+                [budget]\ntotal = 12.0\nmax_trials = 1\n[policy]\ninitial_design = 1\n\
+                [fidelity]\nmax_steps = 4\nlambda = 0.001\nsteps_per_ask = 2\n";
+    let r = create(&s, toml).await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+    let r = post_json(&s, "/api/studies/ft/ask", r#"{"worker": "w1"}"#).await;
+    let a: serde_json::Value = r.json();
+    assert_eq!(a["steps"], serde_json::json!({"from": 1, "to": 2, "resume": false}));
+    let tell = |step: u64| format!(r#"{{"objective": {}, "step": {step}}}"#, 0.1 * step as f64);
+    for step in 1..=2 {
+        let r = post_json(&s, "/api/studies/ft/trials/0/tell", &tell(step)).await;
+        assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    }
+    let r = post_json(&s, "/api/studies/ft/trials/0/tell", &tell(2)).await;
+    assert!(r.status.is_client_error(), "{}", r.body);
+    assert_eq!(r.error_field().as_deref(), Some("step"));
+    let one: serde_json::Value = get(&s, "/api/studies/ft/trials/0").await.json();
+    assert_eq!(one["state"], "paused");
+    // Only one configuration may run (max_trials = 1): the next ask resumes it at step 3.
+    let r = post_json(&s, "/api/studies/ft/ask", r#"{"worker": "w2"}"#).await;
+    let a: serde_json::Value = r.json();
+    assert_eq!((a["number"].as_u64(), &a["steps"]["from"]), (Some(0), &serde_json::json!(3)));
+    assert_eq!(a["steps"]["resume"], true);
+}
