@@ -13,6 +13,7 @@ mod progress;
 mod serve_cmd;
 mod study_cmd;
 mod study_plot;
+mod study_steps;
 mod study_text;
 
 use clap::{Parser, Subcommand};

@@ -7,7 +7,7 @@
 //! one plain line instead, so logs never contain control sequences. `--quiet` prints nothing.
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use pandora_study::{Summary, Trial};
+use pandora_study::{Summary, Trial, TrialState};
 use std::io::IsTerminal;
 use std::time::Duration;
 
@@ -139,9 +139,14 @@ impl Progress {
                     Some(b) => format!("{:.2}/{b:.2}", s.budget_spent),
                     None => format!("{:.2}", s.budget_spent),
                 };
-                let status = match &told.error {
-                    Some(e) => format!("failed ({e})"),
-                    None => format!("value {}", fmt_opt(told.objective)),
+                let status = match (&told.error, told.state, told.steps.last()) {
+                    (_, TrialState::Paused, Some(last)) => format!(
+                        "paused at step {} value {}",
+                        last.step,
+                        fmt_opt(Some(last.value))
+                    ),
+                    (Some(e), _, _) => format!("failed ({e})"),
+                    (None, _, _) => format!("value {}", fmt_opt(told.objective)),
                 };
                 eprintln!(
                     "[{worker}] trial {:>4} {:<7} {status}  cost {}  best {}  spent {budget}{}",
@@ -153,7 +158,9 @@ impl Progress {
                 );
             }
             Mode::Bar(bar) => {
-                if let Some(e) = &told.error {
+                if let Some(e) = &told.error
+                    && told.state != TrialState::Paused
+                {
                     bar.println(format!("trial {} failed: {e}", told.number));
                 }
                 bar.set_position(self.position(s));

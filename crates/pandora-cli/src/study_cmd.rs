@@ -8,7 +8,7 @@ use crate::progress::Progress;
 use crate::study_text as text;
 use anyhow::{Context, Result, anyhow, bail};
 use pandora_problems::Problem;
-use pandora_study::command::{self, CommandSpec, Reported};
+use pandora_study::command::{self, CommandSpec, Reported, ReportedStep};
 use pandora_study::config::{CostKind, MAX_DURATION_S, ObjectiveKind};
 use pandora_study::shutdown::{self, Shutdown, StopSignal};
 use pandora_study::space::Direction;
@@ -148,18 +148,23 @@ pub fn open_study(path: &str) -> Result<Study> {
 }
 
 /// The result of evaluating one trial.
-struct Evaluation {
-    outcome: Outcome,
+pub(crate) struct Evaluation {
+    /// The outcome to tell. For a trial with steps (whose steps are in `steps`): a failure, or
+    /// `None` when the run ended normally.
+    pub(crate) outcome: Option<Outcome>,
     /// Set when the worker was stopped by a signal and the evaluation did not succeed: the trial
     /// is abandoned with this reason instead of being told.
-    abandon: Option<String>,
+    pub(crate) abandon: Option<String>,
+    /// A trial with steps: the steps the command reported, told first, in order.
+    pub(crate) steps: Vec<ReportedStep>,
 }
 
 impl Evaluation {
     fn told(outcome: Outcome) -> Self {
         Self {
-            outcome,
+            outcome: Some(outcome),
             abandon: None,
+            steps: Vec::new(),
         }
     }
 }
@@ -213,26 +218,50 @@ fn run_objective_command(
     trial: &Trial,
     stop: Option<&Shutdown>,
 ) -> (std::result::Result<Reported, String>, f64, Option<String>) {
-    // Validated by the configuration; checked again, as converting may not panic.
-    let timeout = match timeout_s.map(Duration::try_from_secs_f64).transpose() {
-        Ok(t) => t,
-        Err(e) => return (Err(format!("objective.timeout_s: {e}")), 0.0, None),
+    let spec = match command_spec(cmd, timeout_s, dir, stop, &[]) {
+        Ok(spec) => spec,
+        Err(e) => return (Err(e), 0.0, None),
     };
-    let spec = CommandSpec {
+    let ev = command::run(&spec, trial.params.to_string().as_bytes());
+    let abandon = abandon_reason(ev.result.as_ref().err(), stop);
+    (ev.result.map_err(|e| e.to_string()), ev.elapsed_s, abandon)
+}
+
+/// How to run the study's command (`env`: variables besides the worker's own).
+pub(crate) fn command_spec<'a>(
+    cmd: &'a [String],
+    timeout_s: Option<f64>,
+    dir: Option<&'a Path>,
+    stop: Option<&'a Shutdown>,
+    env: &'a [(String, String)],
+) -> std::result::Result<CommandSpec<'a>, String> {
+    // Validated by the configuration; checked again, as converting may not panic.
+    let timeout = timeout_s
+        .map(Duration::try_from_secs_f64)
+        .transpose()
+        .map_err(|e| format!("objective.timeout_s: {e}"))?;
+    Ok(CommandSpec {
         argv: cmd,
         dir,
         timeout,
         stop,
-    };
-    let ev = command::run(&spec, trial.params.to_string().as_bytes());
-    let abandon = match (&ev.result, stop.and_then(Shutdown::signal)) {
-        (Err(e @ command::CommandError::Stopped { .. }), _) => Some(format!("abandoned: {e}")),
-        (Err(e), Some(signal)) => Some(format!(
+        env,
+    })
+}
+
+/// Why a trial is abandoned rather than told after its command ended with `error`: it was
+/// stopped at the end of the grace period, or failed after the worker's signal.
+pub(crate) fn abandon_reason(
+    error: Option<&command::CommandError>,
+    stop: Option<&Shutdown>,
+) -> Option<String> {
+    match (error, stop.and_then(Shutdown::signal)) {
+        (Some(e @ command::CommandError::Stopped { .. }), _) => Some(format!("abandoned: {e}")),
+        (Some(e), Some(signal)) => Some(format!(
             "abandoned: stopped by {signal}; the evaluation then failed: {e}"
         )),
         _ => None,
-    };
-    (ev.result.map_err(|e| e.to_string()), ev.elapsed_s, abandon)
+    }
 }
 
 /// Evaluates `trial`: on `builtin` (the study's builtin problem, built once per run) or by running
@@ -247,6 +276,9 @@ fn evaluate(
     let cfg = study.config();
     if let (Some(_), Some(b)) = (&cfg.cvs, builtin) {
         return evaluate_cvs(study, trial, b);
+    }
+    if let (Some(_), Some(cmd)) = (trial.step_to, cfg.objective.command.as_ref()) {
+        return crate::study_steps::evaluate(study, trial, cmd, dir, stop);
     }
     let known = study.known_cost(&trial.x);
     let (result, elapsed, abandon) = if let Some(b) = builtin {
@@ -289,7 +321,11 @@ fn evaluate(
             Outcome::Failed { reason, cost }
         }
     };
-    Evaluation { outcome, abandon }
+    Evaluation {
+        outcome: Some(outcome),
+        abandon,
+        steps: Vec::new(),
+    }
 }
 
 /// Seconds between heartbeats of a running evaluation: the same in every `pandora run`, whatever
@@ -335,7 +371,7 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
 }
 
 /// What became of an evaluated trial.
-enum Ending {
+pub(crate) enum Ending {
     /// Its outcome was recorded.
     Told(Box<Recorded>),
     /// It was abandoned (the worker was stopped by a signal).
@@ -362,21 +398,33 @@ fn evaluate_and_tell(
         s.spawn(move || heartbeat(url, &name, trial.number, every, stop));
         let evaluated =
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| eval(&*study, trial)));
-        let (outcome, abandon, panicked) = match evaluated {
-            Ok(ev) => (ev.outcome, ev.abandon, None),
+        let (ev, panicked) = match evaluated {
+            Ok(ev) => (ev, None),
             Err(payload) => {
                 let msg = panic_message(&*payload);
                 let reason = format!("internal error: the evaluation panicked: {msg}");
-                (Outcome::Failed { reason, cost: None }, None, Some(msg))
+                (
+                    Evaluation::told(Outcome::Failed { reason, cost: None }),
+                    Some(msg),
+                )
             }
         };
-        let ending = match abandon {
-            Some(reason) => study
-                .abandon(trial.number, &reason)
-                .map(|_| Ending::Abandoned),
-            None => study
-                .tell(trial.number, &outcome)
-                .map(|r| Ending::Told(Box::new(r))),
+        let ending = match trial.step_to {
+            Some(_) => crate::study_steps::record(study, trial, ev),
+            None => match ev.abandon {
+                Some(reason) => study
+                    .abandon(trial.number, &reason)
+                    .map(|_| Ending::Abandoned),
+                None => {
+                    let outcome = ev.outcome.unwrap_or(Outcome::Failed {
+                        reason: "internal error: the evaluation gave no outcome".into(),
+                        cost: None,
+                    });
+                    study
+                        .tell(trial.number, &outcome)
+                        .map(|r| Ending::Told(Box::new(r)))
+                }
+            },
         }
         .with_context(|| format!("storing trial {}", trial.number));
         drop(alive);

@@ -269,3 +269,85 @@ fn abandon_stale(dir: &Path) {
         study.abandon_stale(0.0).unwrap();
     }
 }
+
+/// A training run as an objective command: it checks that its checkpoint is the one after step
+/// `PANDORA_STEP_FROM − 1` (a resumed run continues where the last told step left it), runs the
+/// steps, saves a checkpoint after each and prints one line per step. With `FAIL_AT` set it
+/// crashes after printing that step.
+const TRAIN: &str = r#"import json, math, os, sys
+p = json.load(sys.stdin)
+first, last = int(os.environ["PANDORA_STEP_FROM"]), int(os.environ["PANDORA_STEP_TO"])
+assert int(os.environ["PANDORA_MAX_STEPS"]) == 5
+ckpt = os.path.join(os.environ["PANDORA_CHECKPOINT_DIR"], "state.json")
+done = json.load(open(ckpt))["step"] if os.path.exists(ckpt) else 0
+if done != first - 1:
+    sys.exit(f"checkpoint after step {done}, asked to run from step {first}")
+for t in range(first, last + 1):
+    json.dump({"step": t}, open(ckpt, "w"))
+    v = (1 - (p["a"] - 0.4) ** 2) * (1 - math.exp(-t / 2))
+    print(json.dumps({"step": t, "objective": v}), flush=True)
+    if os.environ.get("FAIL_AT") == str(t):
+        sys.exit(1)
+"#;
+
+fn run_config(extra: &str) -> String {
+    CONFIG
+        .replace(
+            "kind = \"external\"",
+            "command = [\"python3\", \"train.py\"]",
+        )
+        .replace("max_steps = 6", "max_steps = 5")
+        .replace("steps_per_ask = 2", "steps_per_ask = 1")
+        + extra
+}
+
+#[test]
+fn pandora_run_resumes_runs_from_their_checkpoints() {
+    let dir = setup();
+    let d = dir.path();
+    std::fs::write(d.join("train.py"), TRAIN).unwrap();
+    std::fs::write(d.join("s.toml"), run_config("")).unwrap();
+    let (code, _, err) = pandora(d, &["run", "s.toml", "--quiet"]);
+    assert_eq!(code, 0, "{err}");
+    let trials = told(d);
+    for (t, steps) in &trials {
+        assert_ne!(t["state"], "failed", "{t}");
+        assert_eq!(steps, &(1..=steps.len() as u64).collect::<Vec<_>>(), "{t}");
+    }
+    // With one step per ask, a trial with two or more steps was resumed from its checkpoint.
+    assert!(
+        trials.iter().any(|(_, s)| s.len() >= 2),
+        "no run was resumed"
+    );
+    let told_steps: usize = trials.iter().map(|(_, s)| s.len()).sum();
+    let status = json(d, &["status", "s.toml", "--json"]);
+    assert_eq!(status["budget_spent"].as_f64(), Some(told_steps as f64));
+    assert!(d.join("pandora-checkpoints").is_dir());
+}
+
+#[test]
+fn a_run_that_crashes_keeps_the_steps_it_printed_and_fails() {
+    let dir = setup();
+    let d = dir.path();
+    std::fs::write(d.join("train.py"), TRAIN).unwrap();
+    let cfg = run_config("").replace("steps_per_ask = 1", "steps_per_ask = 3");
+    std::fs::write(d.join("s.toml"), cfg).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_pandora"))
+        .args(["run", "s.toml", "--quiet"])
+        .env("FAIL_AT", "2")
+        .current_dir(d)
+        .output()
+        .unwrap();
+    // Every run fails at step 2: the run stops after three failures in a row.
+    assert_ne!(out.status.code(), Some(0));
+    let trials = told(d);
+    assert!(!trials.is_empty());
+    for (t, steps) in &trials {
+        assert_eq!(t["state"], "failed", "{t}");
+        assert_eq!(steps, &[1, 2], "{t}");
+        assert!(
+            t["error"].as_str().unwrap().contains("exited with code 1"),
+            "{t}"
+        );
+    }
+}

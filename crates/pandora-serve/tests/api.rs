@@ -830,7 +830,10 @@ async fn steps_of_a_fidelity_study_are_asked_and_told_one_by_one() {
     assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
     let r = post_json(&s, "/api/studies/ft/ask", r#"{"worker": "w1"}"#).await;
     let a: serde_json::Value = r.json();
-    assert_eq!(a["steps"], serde_json::json!({"from": 1, "to": 2, "resume": false}));
+    assert_eq!(
+        a["steps"],
+        serde_json::json!({"from": 1, "to": 2, "resume": false})
+    );
     let tell = |step: u64| format!(r#"{{"objective": {}, "step": {step}}}"#, 0.1 * step as f64);
     for step in 1..=2 {
         let r = post_json(&s, "/api/studies/ft/trials/0/tell", &tell(step)).await;
@@ -844,6 +847,9 @@ async fn steps_of_a_fidelity_study_are_asked_and_told_one_by_one() {
     // Only one configuration may run (max_trials = 1): the next ask resumes it at step 3.
     let r = post_json(&s, "/api/studies/ft/ask", r#"{"worker": "w2"}"#).await;
     let a: serde_json::Value = r.json();
-    assert_eq!((a["number"].as_u64(), &a["steps"]["from"]), (Some(0), &serde_json::json!(3)));
+    assert_eq!(
+        (a["number"].as_u64(), &a["steps"]["from"]),
+        (Some(0), &serde_json::json!(3))
+    );
     assert_eq!(a["steps"]["resume"], true);
 }

@@ -50,7 +50,9 @@
 //! # Protocol
 //!
 //! The parameters are written as JSON to the command's stdin; it prints on stdout either a bare
-//! number or `{"objective": v, "cost": c}` ([`parse_output`]).
+//! number or `{"objective": v, "cost": c}` ([`parse_output`]). A trial with steps (a `[fidelity]`
+//! study) runs a range of steps: the command gets them in its environment and prints one line
+//! `{"step": t, "objective": v, "cost": c}` per step ([`parse_steps`]; see `docs/freeze-thaw.md`).
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -81,6 +83,8 @@ pub struct CommandSpec<'a> {
     /// The worker's shutdown state: past its deadline, the command is stopped like a timed-out
     /// one (immediately with `SIGKILL` once it is urgent) and fails with [`CommandError::Stopped`].
     pub stop: Option<&'a Shutdown>,
+    /// Environment variables set for the command (besides the worker's own).
+    pub env: &'a [(String, String)],
 }
 
 /// What a command reported.
@@ -132,6 +136,29 @@ pub enum CommandError {
     Output(String),
 }
 
+/// One step a command reported ([`parse_steps`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ReportedStep {
+    /// The step (1-based).
+    pub step: u32,
+    /// The objective value at this step (finite).
+    pub objective: f64,
+    /// The step's reported cost (finite, > 0), if any.
+    pub cost: Option<f64>,
+}
+
+/// An evaluation's raw stdout (the kept end; empty if the command never ran) and how the command
+/// ended ([`run_raw`]).
+#[derive(Debug)]
+pub struct RawEvaluation {
+    /// `Ok` if the command exited successfully with an output that fits in [`STDOUT_KEEP`].
+    pub status: Result<(), CommandError>,
+    /// The stdout read, also when the command failed (what it printed before).
+    pub stdout: String,
+    /// Seconds from start to exit (0 if it never started).
+    pub elapsed_s: f64,
+}
+
 /// One evaluation: its result and the wall time until the command exited (seconds).
 #[derive(Debug)]
 pub struct Evaluation {
@@ -143,15 +170,28 @@ pub struct Evaluation {
 
 /// Runs `spec` with `input` on stdin (see the module documentation).
 pub fn run(spec: &CommandSpec, input: &[u8]) -> Evaluation {
+    let raw = run_raw(spec, input);
+    let result = raw
+        .status
+        .and_then(|()| parse_output(&raw.stdout).map_err(CommandError::Output));
+    Evaluation {
+        result,
+        elapsed_s: raw.elapsed_s,
+    }
+}
+
+/// Runs `spec` with `input` on stdin and returns its stdout unparsed, with how it ended.
+pub fn run_raw(spec: &CommandSpec, input: &[u8]) -> RawEvaluation {
     let start = Instant::now();
     let (mut child, lifeline) = match spawn(spec) {
         Ok(c) => c,
         Err(source) => {
-            return Evaluation {
-                result: Err(CommandError::Start {
+            return RawEvaluation {
+                status: Err(CommandError::Start {
                     program: program(spec).display().to_string(),
                     source,
                 }),
+                stdout: String::new(),
                 elapsed_s: 0.0,
             };
         }
@@ -174,8 +214,12 @@ pub fn run(spec: &CommandSpec, input: &[u8]) -> Evaluation {
     // the group id from being reused until now.
     signal_group(pid, Signal::Kill);
     drop(lifeline);
-    let result = status.and_then(|s| {
+    // The pipes are read to their end only when the command exited by itself (a timed-out or
+    // stopped command's output is not waited for).
+    let mut text = String::new();
+    let status = status.and_then(|s| {
         let stdout = out.finish(Instant::now() + PIPE_GRACE);
+        text = String::from_utf8_lossy(&stdout.kept).into_owned();
         let stderr = err.finish(Instant::now() + PIPE_GRACE);
         if !s.success() {
             return Err(CommandError::Exit {
@@ -191,12 +235,16 @@ pub fn run(spec: &CommandSpec, input: &[u8]) -> Evaluation {
                 "the output is {} bytes, more than the {STDOUT_KEEP} read (the result must be \
                  all of stdout); it ends with: {}",
                 stdout.total,
-                last_chars(String::from_utf8_lossy(&stdout.kept).trim(), 200)
+                last_chars(text.trim(), 200)
             )));
         }
-        parse_output(&String::from_utf8_lossy(&stdout.kept)).map_err(CommandError::Output)
+        Ok(())
     });
-    Evaluation { result, elapsed_s }
+    RawEvaluation {
+        status,
+        stdout: text,
+        elapsed_s,
+    }
 }
 
 /// How an evaluation ended.
@@ -294,6 +342,7 @@ fn spawn(spec: &CommandSpec) -> std::io::Result<(Child, Option<std::io::PipeWrit
     if let Some(dir) = spec.dir {
         cmd.current_dir(dir);
     }
+    cmd.envs(spec.env.iter().map(|(k, v)| (k, v)));
     #[cfg(unix)]
     {
         use std::os::fd::AsRawFd;
@@ -530,6 +579,49 @@ pub fn parse_output(text: &str) -> Result<Reported, String> {
     Ok(Reported { objective, cost })
 }
 
+/// Parses the step lines a command printed for the steps `from..=to` of a trial with steps: one
+/// JSON object `{"step": t, "objective": v, "cost": c}` per non-empty line (`cost` optional), the
+/// steps in order from `from`. Returns the steps up to the first line that is not a valid next
+/// step, and the reason that line was refused, if one was.
+pub fn parse_steps(text: &str, from: u32, to: u32) -> (Vec<ReportedStep>, Option<String>) {
+    let mut steps = Vec::new();
+    for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        let next = from + steps.len() as u32;
+        match parse_step_line(line, next, to) {
+            Ok(s) => steps.push(s),
+            Err(why) => return (steps, Some(why)),
+        }
+    }
+    (steps, None)
+}
+
+fn parse_step_line(line: &str, next: u32, to: u32) -> Result<ReportedStep, String> {
+    let shown = || last_chars(line, 200);
+    let v: serde_json::Value = serde_json::from_str(line).map_err(|e| {
+        format!(
+            "a step line must be a JSON object {{\"step\", \"objective\"}}: {e}: {}",
+            shown()
+        )
+    })?;
+    let step = v.get("step").and_then(serde_json::Value::as_u64);
+    if step != Some(u64::from(next)) || next > to {
+        return Err(if next > to {
+            format!(
+                "the run ends at step {to}, but the command printed more: {}",
+                shown()
+            )
+        } else {
+            format!("expected step {next}: {}", shown())
+        });
+    }
+    let Reported { objective, cost } = parse_output(line)?;
+    Ok(ReportedStep {
+        step: next,
+        objective,
+        cost,
+    })
+}
+
 /// What runs in the forked child before the command is executed.
 #[cfg(unix)]
 mod group {
@@ -701,6 +793,35 @@ mod tests {
             stderr: String::new(),
         };
         assert_eq!(e.to_string(), "exited with code 2");
+    }
+
+    #[test]
+    fn step_lines_are_read_in_order_up_to_the_first_bad_one() {
+        let text =
+            "{\"step\": 3, \"objective\": 0.5}\n\n{\"step\": 4, \"objective\": 0.6, \"cost\": 2}\n";
+        let (steps, why) = parse_steps(text, 3, 5);
+        assert_eq!(why, None);
+        assert_eq!(steps.len(), 2);
+        assert_eq!(
+            (steps[1].step, steps[1].objective, steps[1].cost),
+            (4, 0.6, Some(2.0))
+        );
+        for (bad, msg) in [
+            ("{\"step\": 5, \"objective\": 1}", "expected step 3"),
+            ("0.5", "expected step 3"),
+            ("log line", "JSON object"),
+            ("{\"step\": 3, \"objective\": NaN}", "JSON object"),
+            ("{\"step\": 3}", "objective"),
+            ("{\"step\": 3, \"objective\": 1, \"cost\": 0}", "cost"),
+        ] {
+            let (steps, why) = parse_steps(&format!("{bad}\n"), 3, 5);
+            assert!(steps.is_empty(), "{bad}");
+            assert!(why.as_deref().unwrap_or("").contains(msg), "{bad}: {why:?}");
+        }
+        let two = "{\"step\": 1, \"objective\": 1}\n{\"step\": 2, \"objective\": 1}\n";
+        let (steps, why) = parse_steps(two, 1, 1);
+        assert_eq!(steps.len(), 1);
+        assert!(why.unwrap().contains("ends at step 1"));
     }
 
     #[test]

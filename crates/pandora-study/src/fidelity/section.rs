@@ -118,11 +118,11 @@ impl FidelitySection {
                  supported yet: report each step's time as its cost)",
             ));
         }
-        if config.objective.kind != Some(crate::config::ObjectiveKind::External) {
+        if config.objective.builtin.is_some() {
             return Err(Error::invalid(
                 "objective",
-                "a [fidelity] study is evaluated outside Pandora: kind = \"external\", with \
-                 pandora ask / pandora tell --step (or the Python ask/tell loop)",
+                "a builtin problem has no steps: give a [fidelity] study a command (pandora run) \
+                 or kind = \"external\" (pandora ask / pandora tell --step, or Python)",
             ));
         }
         Ok(())
