@@ -262,10 +262,27 @@ fn spec_or_pbgi_d<'de, D: serde::Deserializer<'de>>(
     d: D,
 ) -> std::result::Result<PolicySpec, D::Error> {
     let mut keys = serde_json::Map::<String, serde_json::Value>::deserialize(d)?;
+    if keys.get("acquisition").is_some_and(|v| !v.is_string()) {
+        return Err(serde::de::Error::custom(
+            "policy.acquisition: expected the name of an acquisition as a string, e.g. \
+             acquisition = \"pbgi_d\" (see docs/acquisitions.md)",
+        ));
+    }
     keys.entry("acquisition")
         .or_insert_with(|| AcquisitionName::PbgiD.as_str().into());
-    <PolicySpec as Deserialize>::deserialize(serde_json::Value::Object(keys))
-        .map_err(serde::de::Error::custom)
+    // The buffer is JSON, which has no infinities or NaN: such a TOML value arrives as null,
+    // whose error would not say where it came from. Name the keys that hold one.
+    let nulls: Vec<String> = keys
+        .iter()
+        .filter(|(_, v)| v.is_null())
+        .map(|(k, _)| format!("policy.{k}"))
+        .collect();
+    <PolicySpec as Deserialize>::deserialize(serde_json::Value::Object(keys)).map_err(|e| {
+        serde::de::Error::custom(match nulls.is_empty() {
+            true => e.to_string(),
+            false => format!("{}: not a finite number ({e})", nulls.join(", ")),
+        })
+    })
 }
 
 impl StudyConfig {
@@ -984,6 +1001,22 @@ mod policy_tests {
         let c = with_policy("acquisition = \"b_ms_ei\"\ntree = [2, 1]\nrefill = false").unwrap();
         let back = StudyConfig::from_toml(&toml::to_string(&c).unwrap()).unwrap();
         assert_eq!(back, c);
+    }
+
+    /// Values of the wrong type, and infinities (which the JSON buffer of the flattened spec
+    /// cannot hold), name their key.
+    #[test]
+    fn wrong_types_and_infinities_name_the_key() {
+        for (policy, key) in [
+            ("acquisition = inf", "policy.acquisition"),
+            ("acquisition = 3", "policy.acquisition"),
+            ("acquisition = [\"ei\"]", "policy.acquisition"),
+            ("acquisition = \"pbgi_d\"\nlambda0 = inf", "policy.lambda0"),
+            ("acquisition = \"pbgi\"\nlambda = nan", "policy.lambda"),
+        ] {
+            let e = with_policy(policy).unwrap_err().to_string();
+            assert!(e.contains(key), "{policy}: {e}");
+        }
     }
 
     #[test]
