@@ -835,13 +835,16 @@ async fn steps_of_a_fidelity_study_are_asked_and_told_one_by_one() {
         serde_json::json!({"from": 1, "to": 2, "resume": false})
     );
     let tell = |step: u64| format!(r#"{{"objective": {}, "step": {step}}}"#, 0.1 * step as f64);
-    for step in 1..=2 {
-        let r = post_json(&s, "/api/studies/ft/trials/0/tell", &tell(step)).await;
-        assert_eq!(r.status, StatusCode::OK, "{}", r.body);
-    }
-    let r = post_json(&s, "/api/studies/ft/trials/0/tell", &tell(2)).await;
+    let r = post_json(&s, "/api/studies/ft/trials/0/tell", &tell(1)).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    let r = post_json(&s, "/api/studies/ft/trials/0/tell", &tell(1)).await;
     assert!(r.status.is_client_error(), "{}", r.body);
     assert_eq!(r.error_field().as_deref(), Some("step"));
+    let r = post_json(&s, "/api/studies/ft/trials/0/tell", &tell(2)).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    // Paused now: a further step is refused until an ask resumes the trial.
+    let r = post_json(&s, "/api/studies/ft/trials/0/tell", &tell(3)).await;
+    assert!(r.status.is_client_error(), "{}", r.body);
     let one: serde_json::Value = get(&s, "/api/studies/ft/trials/0").await.json();
     assert_eq!(one["state"], "paused");
     // Only one configuration may run (max_trials = 1): the next ask resumes it at step 3.
