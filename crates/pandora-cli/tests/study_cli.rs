@@ -172,7 +172,7 @@ fn bad_configs_are_errors_naming_the_field() {
         ),
         (
             BUILTIN.replace("\"pbgi_d\"", "\"gittins\""),
-            "unknown variant `gittins`",
+            "policy.acquisition: unknown acquisition 'gittins'",
         ),
         (
             BUILTIN.replace("sqlite:study.db", "mysql://x"),

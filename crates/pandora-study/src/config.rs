@@ -268,6 +268,17 @@ fn spec_or_pbgi_d<'de, D: serde::Deserializer<'de>>(
              acquisition = \"pbgi_d\" (see docs/acquisitions.md)",
         ));
     }
+    if let Some(serde_json::Value::String(name)) = keys.get("acquisition")
+        && let Err(e) = AcquisitionName::parse(name)
+    {
+        let why = match e {
+            pandora_core::Error::InvalidInput { reason, .. } => reason,
+            other => other.to_string(),
+        };
+        return Err(serde::de::Error::custom(format!(
+            "policy.acquisition: {why}"
+        )));
+    }
     keys.entry("acquisition")
         .or_insert_with(|| AcquisitionName::PbgiD.as_str().into());
     // The buffer is JSON, which has no infinities or NaN: such a TOML value arrives as null,
