@@ -5,15 +5,16 @@
 
 use crate::plot;
 use crate::progress::Progress;
+use crate::study_eval::{Ending, Evaluation, abandon_reason, command_spec};
 use crate::study_text as text;
 use anyhow::{Context, Result, anyhow, bail};
 use pandora_problems::Problem;
-use pandora_study::command::{self, CommandSpec, Reported, ReportedStep};
+use pandora_study::command::{self, Reported};
 use pandora_study::config::{CostKind, MAX_DURATION_S, ObjectiveKind};
 use pandora_study::shutdown::{self, Shutdown, StopSignal};
 use pandora_study::space::Direction;
 use pandora_study::storage::Storage;
-use pandora_study::{Ask, Outcome, Recorded, Study, StudyConfig, Trial, TrialState};
+use pandora_study::{Ask, Outcome, Study, StudyConfig, Trial, TrialState};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -147,28 +148,6 @@ pub fn open_study(path: &str) -> Result<Study> {
     .study()
 }
 
-/// The result of evaluating one trial.
-pub(crate) struct Evaluation {
-    /// The outcome to tell. For a trial with steps (whose steps are in `steps`): a failure, or
-    /// `None` when the run ended normally.
-    pub(crate) outcome: Option<Outcome>,
-    /// Set when the worker was stopped by a signal and the evaluation did not succeed: the trial
-    /// is abandoned with this reason instead of being told.
-    pub(crate) abandon: Option<String>,
-    /// A trial with steps: the steps the command reported, told first, in order.
-    pub(crate) steps: Vec<ReportedStep>,
-}
-
-impl Evaluation {
-    fn told(outcome: Outcome) -> Self {
-        Self {
-            outcome: Some(outcome),
-            abandon: None,
-            steps: Vec::new(),
-        }
-    }
-}
-
 /// Evaluates a trial of a `[cvs]` study on its builtin problem: nature (the random parameters'
 /// distributions, seeded by the study's seed and the trial number) sets the parameters the
 /// control set leaves random.
@@ -225,43 +204,6 @@ fn run_objective_command(
     let ev = command::run(&spec, trial.params.to_string().as_bytes());
     let abandon = abandon_reason(ev.result.as_ref().err(), stop);
     (ev.result.map_err(|e| e.to_string()), ev.elapsed_s, abandon)
-}
-
-/// How to run the study's command (`env`: variables besides the worker's own).
-pub(crate) fn command_spec<'a>(
-    cmd: &'a [String],
-    timeout_s: Option<f64>,
-    dir: Option<&'a Path>,
-    stop: Option<&'a Shutdown>,
-    env: &'a [(String, String)],
-) -> std::result::Result<CommandSpec<'a>, String> {
-    // Validated by the configuration; checked again, as converting may not panic.
-    let timeout = timeout_s
-        .map(Duration::try_from_secs_f64)
-        .transpose()
-        .map_err(|e| format!("objective.timeout_s: {e}"))?;
-    Ok(CommandSpec {
-        argv: cmd,
-        dir,
-        timeout,
-        stop,
-        env,
-    })
-}
-
-/// Why a trial is abandoned rather than told after its command ended with `error`: it was
-/// stopped at the end of the grace period, or failed after the worker's signal.
-pub(crate) fn abandon_reason(
-    error: Option<&command::CommandError>,
-    stop: Option<&Shutdown>,
-) -> Option<String> {
-    match (error, stop.and_then(Shutdown::signal)) {
-        (Some(e @ command::CommandError::Stopped { .. }), _) => Some(format!("abandoned: {e}")),
-        (Some(e), Some(signal)) => Some(format!(
-            "abandoned: stopped by {signal}; the evaluation then failed: {e}"
-        )),
-        _ => None,
-    }
 }
 
 /// Evaluates `trial`: on `builtin` (the study's builtin problem, built once per run) or by running
@@ -368,14 +310,6 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
         .map(|s| s.to_string())
         .or_else(|| payload.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "no message".to_string())
-}
-
-/// What became of an evaluated trial.
-pub(crate) enum Ending {
-    /// Its outcome was recorded.
-    Told(Box<Recorded>),
-    /// It was abandoned (the worker was stopped by a signal).
-    Abandoned,
 }
 
 /// Evaluates `trial` with `eval` while its heartbeat is kept fresh, and records the outcome (or

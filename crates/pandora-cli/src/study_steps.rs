@@ -30,7 +30,7 @@
 //! is paused by the heartbeat timeout with the steps told before; its steps are run again from
 //! the last one told).
 
-use crate::study_cmd::{Ending, Evaluation, abandon_reason, command_spec};
+use crate::study_eval::{Ending, Evaluation, abandon_reason, command_spec};
 use pandora_study::command::{self, ReportedStep};
 use pandora_study::shutdown::Shutdown;
 use pandora_study::{Outcome, Recorded, Study, Trial, TrialState};
