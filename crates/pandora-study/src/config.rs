@@ -75,7 +75,7 @@ pub struct StudyConfig {
     /// Trials with steps (cost-aware freeze-thaw): runs of up to `max_steps` steps, paused and
     /// resumed by the Gittins index policy (see `docs/freeze-thaw.md`, "Studies with steps").
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fidelity: Option<crate::fidelity::FidelitySection>,
+    pub fidelity: Option<crate::fidelity::section::FidelitySection>,
 }
 
 /// `[study]`.
@@ -453,7 +453,40 @@ impl StudyConfig {
             c.validate(&self.search_space())?;
         }
         if let Some(f) = &self.fidelity {
-            f.validate(self)?;
+            f.validate()?;
+            self.validate_fidelity_fit()?;
+        }
+        Ok(())
+    }
+
+    /// The parts of a study a `[fidelity]` study cannot use (yet): see `docs/freeze-thaw.md`.
+    fn validate_fidelity_fit(&self) -> Result<()> {
+        if self.cvs.is_some() {
+            return Err(Error::invalid(
+                "fidelity",
+                "a study cannot have both [fidelity] and [cvs]",
+            ));
+        }
+        if self.policy.stopping.is_some() {
+            return Err(Error::invalid(
+                "policy.stopping",
+                "a [fidelity] study stops by its own index rule (no run's index above the best \
+                 complete run's value): remove policy.stopping",
+            ));
+        }
+        if self.cost.kind == CostKind::Runtime {
+            return Err(Error::invalid(
+                "cost.kind",
+                "a [fidelity] study takes uniform, known or reported step costs (runtime is not \
+                 supported yet: report each step's time as its cost)",
+            ));
+        }
+        if self.objective.builtin.is_some() {
+            return Err(Error::invalid(
+                "objective",
+                "a builtin problem has no steps: give a [fidelity] study a command (pandora run) \
+                 or kind = \"external\" (pandora ask / pandora tell --step, or Python)",
+            ));
         }
         Ok(())
     }

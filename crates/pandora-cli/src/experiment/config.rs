@@ -6,6 +6,7 @@
 
 use super::format::label_number;
 use super::legacy::LegacyPolicy;
+pub use super::policy::PolicyConfig;
 use super::stopping::plan::{StoppingPlan, StoppingSection};
 use anyhow::{Context, Result, bail};
 use pandora_core::acquisition::FantasyTree;
@@ -170,19 +171,6 @@ pub struct ProblemConfig {
 
 fn uniform() -> String {
     "uniform".into()
-}
-
-/// One `[[policy]]` table: a label and the acquisition with its settings ([`PolicySpec`],
-/// flattened: `acquisition = "pbgi_d"` selects the keys that apply, and every other key is
-/// refused, naming it).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PolicyConfig {
-    /// Label in traces and summaries (default: the acquisition with its parameters).
-    #[serde(default)]
-    pub name: Option<String>,
-    /// The acquisition and its settings.
-    #[serde(flatten)]
-    pub spec: PolicySpec,
 }
 
 /// The `[smoke]` table: replaces sizes under `--smoke`.

@@ -22,7 +22,7 @@
 //! `lambda0` or `beta` (written as `null`) is not resumed but rerun. Every configuration in
 //! `experiments/` gives both.
 
-use super::config::PolicyConfig;
+use super::policy::PolicyConfig;
 use pandora_core::acquisition::{AcquisitionName, FantasyTree};
 use pandora_core::run::spec::PolicySpec;
 use serde::{Deserialize, Deserializer, Serialize};

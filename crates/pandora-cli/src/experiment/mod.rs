@@ -3,7 +3,8 @@
 //!
 //! Modules, each importing only those listed before it: [`format`] (CSV cells and numbers),
 //! [`shard`] (cost-balanced shares of a grid, from `--shard` or a Slurm array),
-//! [`stopping::plan`] (the `[stopping]` table), [`config`] (the TOML file and its resolution into
+//! [`stopping::plan`] (the `[stopping]` table), [`policy`] (one `[[policy]]` table), [`legacy`]
+//! (policies as earlier releases wrote them), [`config`] (the TOML file and its resolution into
 //! runs), [`trace`] (the JSON-lines trace format), [`summary`] (statistics on a common cost
 //! grid), [`stopping`] (recording the stopping statistics and replaying the rules offline),
 //! [`figures`] (the plots), [`run`] (one BO run), [`estimate`] (the work of a run, and its
@@ -16,6 +17,7 @@ pub mod estimate;
 pub mod figures;
 pub mod format;
 pub mod legacy;
+pub mod policy;
 pub mod report;
 pub mod run;
 pub mod shard;

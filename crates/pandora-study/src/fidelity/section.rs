@@ -1,6 +1,5 @@
 //! The `[fidelity]` section of a study configuration: trials that run in steps.
 
-use crate::config::{CostKind, StudyConfig};
 use crate::error::{Error, Result};
 use pandora_core::freeze_thaw::Schedule;
 use serde::{Deserialize, Serialize};
@@ -67,8 +66,9 @@ impl FidelitySection {
         self.grid_points.unwrap_or(101)
     }
 
-    /// Checks the section and what it needs from the rest of the configuration.
-    pub fn validate(&self, config: &StudyConfig) -> Result<()> {
+    /// Checks the section's own keys (what it needs from the rest of the configuration is
+    /// checked by [`crate::config::StudyConfig::validate`]).
+    pub fn validate(&self) -> Result<()> {
         if !(1..=MAX_STEPS).contains(&self.max_steps) {
             return Err(Error::invalid(
                 "fidelity.max_steps",
@@ -93,38 +93,6 @@ impl FidelitySection {
             self.max_steps as usize,
             self.grid(),
         )?;
-        self.validate_fit(config)
-    }
-
-    /// The parts of a study a `[fidelity]` study cannot use (yet): see `docs/freeze-thaw.md`.
-    fn validate_fit(&self, config: &StudyConfig) -> Result<()> {
-        if config.cvs.is_some() {
-            return Err(Error::invalid(
-                "fidelity",
-                "a study cannot have both [fidelity] and [cvs]",
-            ));
-        }
-        if config.policy.stopping.is_some() {
-            return Err(Error::invalid(
-                "policy.stopping",
-                "a [fidelity] study stops by its own index rule (no run's index above the best \
-                 complete run's value): remove policy.stopping",
-            ));
-        }
-        if config.cost.kind == CostKind::Runtime {
-            return Err(Error::invalid(
-                "cost.kind",
-                "a [fidelity] study takes uniform, known or reported step costs (runtime is not \
-                 supported yet: report each step's time as its cost)",
-            ));
-        }
-        if config.objective.builtin.is_some() {
-            return Err(Error::invalid(
-                "objective",
-                "a builtin problem has no steps: give a [fidelity] study a command (pandora run) \
-                 or kind = \"external\" (pandora ask / pandora tell --step, or Python)",
-            ));
-        }
         Ok(())
     }
 }
