@@ -16,8 +16,8 @@ use crate::config::{StudyConfig, counts_toward_budget};
 use crate::error::{Error, Result};
 use crate::space::{Param, SearchSpace};
 use crate::trial::{Decided, NewTrial, Trial, TrialState, finish};
-use pandora_core::cvs::policy::{Context, Decision, Phase, mix_seed};
-use pandora_core::cvs::{SetOptimizer, build_policy};
+use pandora_core::cvs::policy::{Decision, Phase, mix_seed};
+use pandora_core::cvs::{CvsProblem, CvsRun, CvsVerdict, SetOptimizer, build_policy};
 use pandora_core::gp::fit::{FitOptions, NoiseSpec, fit};
 use pandora_core::gp::{ExactGp, GpParams, Kernel};
 use pandora_core::policy::{Phase as CorePhase, design_point};
@@ -160,22 +160,6 @@ pub fn draw_random(
     Ok(out)
 }
 
-/// ETC's phase as recorded: `"explore G"` (G the group being explored) or `"commit"`.
-fn phase_str(p: Option<Phase>) -> Option<String> {
-    match p? {
-        Phase::Explore(g) => Some(format!("explore {g}")),
-        Phase::Commit => Some("commit".to_string()),
-    }
-}
-
-/// Reads [`phase_str`] back.
-fn parse_phase(s: &str) -> Option<Phase> {
-    if s == "commit" {
-        return Some(Phase::Commit);
-    }
-    s.strip_prefix("explore ")?.parse().ok().map(Phase::Explore)
-}
-
 /// The GP of a CVS study: MAP hyperparameters (Matérn-5/2 ARD, the papers' priors, noise learned
 /// above 1e-4) fitted to the standardized objective, then expressed on the raw scale so that
 /// posterior values (and λ of the Gittins policy) are in objective units. Returns the GP and the
@@ -204,8 +188,20 @@ fn fit_gp(x: &[f64], y: &[f64], d: usize, warm: Option<&GpParams>) -> Result<(Ex
     Ok((ExactGp::new(x.to_vec(), y.to_vec(), raw)?, p))
 }
 
+/// What a CVS study has spent and committed: the recorded costs of the trials that count toward
+/// the budget, and those plus the control-set costs of the running ones.
+fn spent_and_committed(config: &StudyConfig, trials: &[Trial]) -> (f64, f64) {
+    let counted = trials.iter().filter(|t| counts_toward_budget(config, t));
+    let spent: f64 = counted.clone().filter_map(|t| t.cost).sum();
+    let running: f64 = counted
+        .filter(|t| t.state == TrialState::Running)
+        .filter_map(|t| CvsTrialInfo::of(t).map(|i| i.cost))
+        .sum();
+    (spent, spent + running)
+}
+
 /// One `ask` of a CVS study, under the storage lock: the next trial and the new study state, or
-/// why the study is finished.
+/// why the study is finished. The decision is [`CvsRun`]'s, on a run rebuilt from the trials.
 pub(crate) fn decide(
     config: &StudyConfig,
     section: &CvsSection,
@@ -213,126 +209,110 @@ pub(crate) fn decide(
     trials: &[Trial],
     mut state: StudyState,
 ) -> Result<Decided> {
-    let d = space.dim();
     let seed = config.policy.seed;
     let problem = section.problem(space, seed)?;
-    let counts = |t: &Trial| counts_toward_budget(config, t);
-    let spent: f64 = trials
-        .iter()
-        .filter(|t| counts(t))
-        .filter_map(|t| t.cost)
-        .sum();
-    let committed = spent
-        + trials
-            .iter()
-            .filter(|t| t.state == TrialState::Running && counts(t))
-            .filter_map(|t| CvsTrialInfo::of(t).map(|i| i.cost))
-            .sum::<f64>();
     if let Some(m) = config.budget.max_trials
         && trials.len() as u64 >= m
     {
         return Ok(finish(Finished::MaxTrials(m), state));
     }
-    let remaining = config.budget.total.map_or(f64::INFINITY, |b| b - committed);
-    let affordable: Vec<bool> = problem
-        .sets()
-        .iter()
-        .map(|s| s.cost <= remaining * (1.0 + 1e-12) + 1e-12)
-        .collect();
-    let budget_done = || Finished::Budget {
+    let (spent, committed) = spent_and_committed(config, trials);
+    let out_of_budget = Finished::Budget {
         spent,
         total: config.budget.total.unwrap_or(f64::INFINITY),
     };
-    if !affordable.iter().any(|&a| a) {
-        return Ok(finish(budget_done(), state));
-    }
-    // Complete trials at their realized points, in order.
+    let remaining = config.budget.total.map_or(f64::INFINITY, |b| b - committed);
+    let t_cut = section.t_cut.unwrap_or_else(|| {
+        config
+            .budget
+            .total
+            .map_or(100.0, |b| (b / problem.max_cost()).max(1.0))
+    });
+    let mut policy = build_policy(&section.policy, t_cut, section.lambda)?;
+    let mut run = CvsRun::new(&problem, policy.as_mut());
+    let (x, y) = replay(config, &problem, trials, &mut run);
+    let affordable = run.affordable(remaining);
+    let k = trials.len() as u64;
+    let (verdict, phase, params) =
+        if trials.len() < section.initial_design || y.len() < section.initial_design {
+            (
+                run.design(&affordable, k, seed)?,
+                CorePhase::InitialDesign,
+                None,
+            )
+        } else if !affordable.iter().any(|&a| a) {
+            (CvsVerdict::OutOfBudget, CorePhase::Model, None)
+        } else {
+            let warm = state.params.as_ref().and_then(HyperRecord::params);
+            let (gp, standardized) = fit_gp(&x, &y, space.dim(), warm.as_ref())?;
+            state.params = Some(HyperRecord::from(&standardized));
+            let params = HyperRecord::from(gp.params());
+            let gp = condition_on_pending(gp, trials)?;
+            let seed_k = mix_seed(seed, 1000 + k);
+            let verdict = run.step(&gp, &affordable, seed_k, &SetOptimizer::default())?;
+            (verdict, CorePhase::Model, Some(params))
+        };
+    let CvsVerdict::Propose(decision) = verdict else {
+        return Ok(finish(out_of_budget, state));
+    };
+    let trial = new_trial(section, space, &problem, trials, &decision, phase, params);
+    // A trial is handed out: an earlier finish no longer applies.
+    state.finished = None;
+    Ok(Decided::Trial(trial, state.to_json()))
+}
+
+/// Feeds the complete trials to `run` in the order they were handed out (model decisions
+/// replayed, the rest observed) and returns their realized points and internal objectives.
+fn replay(
+    config: &StudyConfig,
+    problem: &CvsProblem,
+    trials: &[Trial],
+    run: &mut CvsRun<'_>,
+) -> (Vec<f64>, Vec<f64>) {
     let mut x = Vec::new();
     let mut y = Vec::new();
     for t in trials {
-        if let (TrialState::Complete, Some(obj)) = (t.state, t.objective) {
-            x.extend_from_slice(&t.x);
-            y.push(config.study.direction.to_internal(obj));
+        let (TrialState::Complete, Some(obj)) = (t.state, t.objective) else {
+            continue;
+        };
+        let y_t = config.study.direction.to_internal(obj);
+        match stored_decision(t, problem.num_sets()) {
+            Some(dec) if t.decision.phase == CorePhase::Model => run.replay(&dec, y_t),
+            _ => run.observe_design(y_t),
         }
+        x.extend_from_slice(&t.x);
+        y.push(y_t);
     }
-    let n_init = section.initial_design;
-    let k = trials.len() as u64;
-    let warm: Option<GpParams> = state.params.as_ref().and_then(HyperRecord::params);
-    let (decision, phase, params_record) = if trials.len() < n_init || y.len() < n_init {
-        // Initial design: the cheapest affordable set (ties: the one controlling the most
-        // parameters), its values from a scrambled Sobol design over all parameters.
-        let set = (0..problem.num_sets())
-            .filter(|&i| affordable[i])
-            .min_by(|&a, &b| {
-                let (sa, sb) = (&problem.sets()[a], &problem.sets()[b]);
-                sa.cost
-                    .total_cmp(&sb.cost)
-                    .then(sb.vars.len().cmp(&sa.vars.len()))
-            })
-            .expect("some set is affordable");
-        let u = design_point(d, k, seed)?;
-        let x_ctrl: Vec<f64> = problem.sets()[set].vars.iter().map(|&v| u[v]).collect();
-        let dec = Decision {
-            set,
-            x_ctrl,
-            scores: vec![f64::NAN; problem.num_sets()],
-            epsilon: None,
-            phase: None,
-            lambda: None,
-        };
-        (dec, CorePhase::InitialDesign, None)
-    } else {
-        let (mut gp, standardized) = fit_gp(&x, &y, d, warm.as_ref())?;
-        state.params = Some(HyperRecord::from(&standardized));
-        let p = gp.params().clone();
-        // Pending trials: at the distributions' means, at their posterior mean.
-        let pending: Vec<f64> = trials
-            .iter()
-            .filter(|t| t.state == TrialState::Running)
-            .flat_map(|t| t.x.clone())
-            .collect();
-        if !pending.is_empty() {
-            let (mu, _) = gp.predict(&pending)?;
-            gp = gp.condition_on(&pending, &mu)?;
-        }
-        let t_cut = section.t_cut.unwrap_or_else(|| {
-            config
-                .budget
-                .total
-                .map_or(100.0, |b| (b / problem.max_cost()).max(1.0))
-        });
-        let mut policy = build_policy(&section.policy, t_cut, section.lambda)?;
-        // Rebuild the policy's state from the model-phase trials that were paid for and observed.
-        let mut best = f64::NEG_INFINITY;
-        let mut replayed = 0;
-        for t in trials {
-            let y_t = match (t.state, t.objective) {
-                (TrialState::Complete, Some(o)) => config.study.direction.to_internal(o),
-                _ => continue,
-            };
-            if t.decision.phase == CorePhase::Model
-                && let Some(dec) = stored_decision(t, problem.num_sets())
-            {
-                policy.replay(&dec, best, y_t);
-                replayed += 1;
-            }
-            best = best.max(y_t);
-        }
-        let ctx = Context {
-            problem: &problem,
-            gp: &gp,
-            affordable: &affordable,
-            iteration: replayed,
-            best_y: best,
-            seed: mix_seed(seed, 1000 + k),
-            optimizer: &SetOptimizer::default(),
-        };
-        let dec = policy.select(&ctx)?;
-        (dec, CorePhase::Model, Some(HyperRecord::from(&p)))
-    };
+    (x, y)
+}
+
+/// The GP conditioned on the running trials (at the distributions' means) at its posterior mean.
+fn condition_on_pending(gp: ExactGp, trials: &[Trial]) -> Result<ExactGp> {
+    let pending: Vec<f64> = trials
+        .iter()
+        .filter(|t| t.state == TrialState::Running)
+        .flat_map(|t| t.x.clone())
+        .collect();
+    if pending.is_empty() {
+        return Ok(gp);
+    }
+    let (mu, _) = gp.predict(&pending)?;
+    Ok(gp.condition_on(&pending, &mu)?)
+}
+
+/// The trial a decision hands out: its controlled parameters (random ones at their means until
+/// the realized values are told) and its record.
+fn new_trial(
+    section: &CvsSection,
+    space: &SearchSpace,
+    problem: &CvsProblem,
+    trials: &[Trial],
+    decision: &Decision,
+    phase: CorePhase,
+    params_record: Option<HyperRecord>,
+) -> NewTrial {
     let set = &problem.sets()[decision.set];
     let names: Vec<String> = space.names().map(str::to_string).collect();
-    // Random parameters at their means until the realized values are told.
     let means: Vec<f64> = problem
         .dists()
         .iter()
@@ -346,10 +326,10 @@ pub(crate) fn decide(
         .iter()
         .map(|&v| names[v].clone())
         .collect();
-    let mut params = serde_json::Map::new();
-    for n in &controlled {
-        params.insert(n.clone(), all[n].clone());
-    }
+    let params: serde_json::Map<_, _> = controlled
+        .iter()
+        .map(|n| (n.clone(), all[n].clone()))
+        .collect();
     let finite = |v: f64| v.is_finite().then_some(v);
     let cvs = CvsRecord {
         control_set: decision.set,
@@ -361,7 +341,7 @@ pub(crate) fn decide(
         score: finite(decision.scores[decision.set]),
         scores: decision.scores.iter().map(|&s| finite(s)).collect(),
         epsilon: decision.epsilon,
-        etc_phase: phase_str(decision.phase),
+        etc_phase: decision.phase.map(Phase::label),
         lambda: decision.lambda,
     };
     let record = DecisionRecord {
@@ -378,17 +358,12 @@ pub(crate) fn decide(
         kind: RecordKind::Cvs { cvs },
         seconds: None,
     };
-    // A trial is handed out: an earlier finish no longer applies.
-    state.finished = None;
-    Ok(Decided::Trial(
-        NewTrial {
-            params: serde_json::Value::Object(params),
-            x: x_new,
-            decision: record,
-            step_to: None,
-        },
-        state.to_json(),
-    ))
+    NewTrial {
+        params: serde_json::Value::Object(params),
+        x: x_new,
+        decision: record,
+        step_to: None,
+    }
 }
 
 /// The decision of a stored model-phase trial, as [`pandora_core::cvs::CvsPolicy::replay`] needs
@@ -406,7 +381,7 @@ fn stored_decision(t: &Trial, m: usize) -> Option<Decision> {
         x_ctrl: c.x_ctrl.clone(),
         scores,
         epsilon: c.epsilon,
-        phase: c.etc_phase.as_deref().and_then(parse_phase),
+        phase: c.etc_phase.as_deref().and_then(Phase::parse),
         lambda: c.lambda,
     })
 }

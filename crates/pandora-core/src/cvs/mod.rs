@@ -12,17 +12,21 @@
 //! - [`expected`]: expected UCB / path / EI / Gittins-index objectives with analytic gradients.
 //! - [`policy`]: UCB-CVS with ε-schedules, ETC-50/100/Ada, UCB-/TS-/EI-PSQ, their naive
 //!   per-unit-cost variants, a Gittins-index policy and random choice.
+//! - [`driver`]: the one decision of a BOCVS loop ([`CvsRun`]), shared by studies and
+//!   [`fn@run`]: budget gate, policy state (live or replayed), the studies' initial design.
 //! - [`mod@run`]: an in-memory run loop ([`fn@run`]) returning a [`Trace`].
 //!
 //! See `docs/cvs.md` for the setting, the defaults and the differences from the reference code.
 
 pub mod dist;
+pub mod driver;
 pub mod expected;
 pub mod policy;
 pub mod problem;
 pub mod run;
 
 pub use dist::{Distribution, bocvs_truncated_normal_scale, truncated_normal_scale};
+pub use driver::{CvsRun, CvsVerdict};
 pub use expected::{Expected, GittinsIndex, MixtureIndex, mixture_index};
 pub use policy::{
     Context, CvsPolicy, Decision, EiPsq, EpsSchedule, Etc, EtcPlays, GittinsCvs, LambdaRule,

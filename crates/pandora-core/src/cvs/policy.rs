@@ -47,6 +47,24 @@ pub enum Phase {
     Commit,
 }
 
+impl Phase {
+    /// The phase as records write it: `"explore G"` or `"commit"`.
+    pub fn label(self) -> String {
+        match self {
+            Phase::Explore(g) => format!("explore {g}"),
+            Phase::Commit => "commit".to_string(),
+        }
+    }
+
+    /// Reads [`Phase::label`] back (`None` for anything else).
+    pub fn parse(s: &str) -> Option<Self> {
+        if s == "commit" {
+            return Some(Phase::Commit);
+        }
+        s.strip_prefix("explore ")?.parse().ok().map(Phase::Explore)
+    }
+}
+
 /// A decision: the control set and the controlled values, with diagnostics.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Decision {

@@ -1,9 +1,11 @@
 //! A simple in-memory BOCVS run loop for experiments: initial design, then at every iteration a
-//! GP conditioned on all data, a policy decision, fresh draws of the random variables, a noisy
-//! observation and its cost, until the budget is spent.
+//! GP conditioned on all data, a policy decision ([`super::driver::CvsRun::step`], shared with
+//! studies), fresh draws of the random variables, a noisy observation and its cost, until the
+//! budget is spent.
 
 use super::CvsFunction;
-use super::policy::{Context, CvsPolicy, Phase};
+use super::driver::{CvsRun, CvsVerdict, fits};
+use super::policy::{CvsPolicy, Phase};
 use super::problem::{CvsProblem, Optimum, SetOptimizer};
 use crate::error::{Error, Result};
 use crate::gp::{ExactGp, GpParams, Kernel, KernelKind};
@@ -172,32 +174,28 @@ pub fn run(
         init_x.extend_from_slice(&x);
     }
     let mut gp = ExactGp::new(init_x.clone(), init_y.clone(), cfg.gp.clone())?;
-    let mut best_y = init_y.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+    let mut driver = CvsRun::new(problem, policy);
+    for &y in &init_y {
+        driver.observe_design(y);
+    }
     let mut spent = 0.0;
     let mut best_value = f64::NEG_INFINITY;
     let mut steps = Vec::new();
-    for iteration in 0.. {
+    loop {
         let remaining = cfg.budget - spent;
-        let affordable: Vec<bool> = problem
-            .sets()
-            .iter()
-            .map(|s| !cfg.restrict_to_affordable || s.cost <= remaining + 1e-12)
-            .collect();
-        if !affordable.iter().any(|&a| a) {
-            break;
-        }
-        let ctx = Context {
-            problem,
-            gp: &gp,
-            affordable: &affordable,
-            iteration,
-            best_y,
-            seed: mix(seed, 1000 + iteration as u64),
-            optimizer: &cfg.optimizer,
+        let affordable = if cfg.restrict_to_affordable {
+            driver.affordable(remaining)
+        } else {
+            vec![true; problem.num_sets()]
         };
-        let dec = policy.select(&ctx)?;
+        let iteration = driver.model_steps();
+        let seed_k = mix(seed, 1000 + iteration as u64);
+        let dec = match driver.step(&gp, &affordable, seed_k, &cfg.optimizer)? {
+            CvsVerdict::Propose(dec) => dec,
+            CvsVerdict::OutOfBudget => break,
+        };
         let cost = problem.sets()[dec.set].cost;
-        if cost > remaining + 1e-12 {
+        if !fits(cost, remaining) {
             break;
         }
         let rest = problem.draw_random(dec.set, &mut rng);
@@ -209,11 +207,10 @@ pub fn run(
             )));
         }
         spent += cost;
-        best_y = best_y.max(y);
         let value = problem.expected_value(f, dec.set, &dec.x_ctrl)?;
         best_value = best_value.max(value);
         gp = gp.condition_on(&x, &[y])?;
-        policy.observed(&dec, y);
+        driver.observe(&dec, y);
         steps.push(Step {
             iteration,
             set: dec.set,
@@ -231,7 +228,7 @@ pub fn run(
         });
     }
     Ok(Trace {
-        policy: policy.name(),
+        policy: driver.policy_name(),
         seed,
         optimum,
         per_set_optima,
