@@ -12,9 +12,7 @@ mod plot;
 mod progress;
 mod serve_cmd;
 mod study_cmd;
-mod study_eval;
 mod study_plot;
-mod study_steps;
 mod study_text;
 
 use clap::{Parser, Subcommand};

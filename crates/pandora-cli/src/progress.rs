@@ -225,3 +225,12 @@ mod tests {
         assert_eq!(p.position(&summary([0, 5, 0, 0], 250.0)), BUDGET_TICKS);
     }
 }
+
+impl pandora_study::optimize::Observer for Progress {
+    fn told(&self, worker: &str, trial: &Trial, summary: &Summary) {
+        self.trial(worker, trial, summary);
+    }
+    fn warn(&self, message: &str) {
+        Progress::warn(self, message);
+    }
+}

@@ -5,21 +5,17 @@
 
 use crate::plot;
 use crate::progress::Progress;
-use crate::study_eval::{Ending, Evaluation, abandon_reason, command_spec};
 use crate::study_text as text;
-use anyhow::{Context, Result, anyhow, bail};
-use pandora_problems::Problem;
-use pandora_study::command::{self, Reported};
-use pandora_study::config::{CostKind, MAX_DURATION_S, ObjectiveKind};
-use pandora_study::shutdown::{self, Shutdown, StopSignal};
+use anyhow::{Context, Result, bail};
+use pandora_study::config::MAX_DURATION_S;
+use pandora_study::optimize::{ConfigObjective, OptimizeOptions, Optimized, optimize};
+use pandora_study::shutdown;
 use pandora_study::space::Direction;
 use pandora_study::storage::Storage;
-use pandora_study::{Ask, Outcome, Study, StudyConfig, Trial, TrialState};
+use pandora_study::{Ask, Study, StudyConfig, Trial};
 use serde_json::json;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, mpsc};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The environment variable that gives the storage URL when neither `--storage` nor the
 /// configuration file's `[study] storage` does (so that a URL holding a password stays out of
@@ -148,28 +144,6 @@ pub fn open_study(path: &str) -> Result<Study> {
     .study()
 }
 
-/// Evaluates a trial of a `[cvs]` study on its builtin problem: nature (the random parameters'
-/// distributions, seeded by the study's seed and the trial number) sets the parameters the
-/// control set leaves random.
-fn evaluate_cvs(study: &Study, trial: &Trial, builtin: &dyn Problem) -> Evaluation {
-    let realized = study
-        .draw_random(trial)
-        .and_then(|r| pandora_study::cvs::realize(study.space(), trial, &r));
-    let outcome = match realized {
-        Ok((params, x)) => Outcome::CompleteAt {
-            objective: builtin.eval(&x),
-            cost: study.trial_cost(trial).unwrap_or(1.0),
-            params,
-            x,
-        },
-        Err(e) => Outcome::Failed {
-            reason: e.to_string(),
-            cost: None,
-        },
-    };
-    Evaluation::told(outcome)
-}
-
 /// The working directory of a command objective: the configuration file's directory (absolute),
 /// or `None` (the current directory) for a study opened by `--storage`/`--study`.
 fn command_dir(target: &Target) -> Result<Option<PathBuf>> {
@@ -186,353 +160,7 @@ fn command_dir(target: &Target) -> Result<Option<PathBuf>> {
     Ok(Some(dir))
 }
 
-/// Runs the objective command on `trial` in `dir` (see [`command`]), stopped by `stop`'s
-/// deadline; returns its result, its wall time, and why its trial is abandoned, if it is: it was
-/// stopped at the end of the grace period, or failed after the signal (a scheduler signals every
-/// process of the job, so the evaluation may have been killed by the same signal).
-fn run_objective_command(
-    cmd: &[String],
-    timeout_s: Option<f64>,
-    dir: Option<&Path>,
-    trial: &Trial,
-    stop: Option<&Shutdown>,
-) -> (std::result::Result<Reported, String>, f64, Option<String>) {
-    let spec = match command_spec(cmd, timeout_s, dir, stop, &[]) {
-        Ok(spec) => spec,
-        Err(e) => return (Err(e), 0.0, None),
-    };
-    let ev = command::run(&spec, trial.params.to_string().as_bytes());
-    let abandon = abandon_reason(ev.result.as_ref().err(), stop);
-    (ev.result.map_err(|e| e.to_string()), ev.elapsed_s, abandon)
-}
-
-/// Evaluates `trial`: on `builtin` (the study's builtin problem, built once per run) or by running
-/// the study's command in `dir`.
-fn evaluate(
-    study: &Study,
-    trial: &Trial,
-    builtin: Option<&dyn Problem>,
-    dir: Option<&Path>,
-    stop: Option<&Shutdown>,
-) -> Evaluation {
-    let cfg = study.config();
-    if let (Some(_), Some(b)) = (&cfg.cvs, builtin) {
-        return evaluate_cvs(study, trial, b);
-    }
-    if let (Some(_), Some(cmd)) = (trial.step_to, cfg.objective.command.as_ref()) {
-        return crate::study_steps::evaluate(study, trial, cmd, dir, stop);
-    }
-    let known = study.known_cost(&trial.x);
-    let (result, elapsed, abandon) = if let Some(b) = builtin {
-        let start = Instant::now();
-        let objective = b.eval(&trial.x);
-        let reported = Reported {
-            objective,
-            cost: None,
-        };
-        (Ok(reported), start.elapsed().as_secs_f64(), None)
-    } else if let Some(cmd) = cfg.objective.command.as_ref() {
-        run_objective_command(cmd, cfg.objective.timeout_s, dir, trial, stop)
-    } else {
-        // `run` refuses external objectives before any trial is handed out.
-        (Err(EXTERNAL_RUN.to_string()), 0.0, None)
-    };
-    let cost_of = |reported: Option<f64>| -> std::result::Result<f64, String> {
-        match cfg.cost.kind {
-            CostKind::Uniform | CostKind::Known => Ok(known.unwrap_or(1.0)),
-            CostKind::Runtime => Ok(elapsed.max(1e-9)),
-            CostKind::Reported => reported.ok_or_else(|| {
-                "cost.kind = \"reported\" but the output has no \"cost\"".to_string()
-            }),
-        }
-    };
-    let outcome = match result {
-        Ok(r) => match cost_of(r.cost) {
-            Ok(cost) => Outcome::Complete {
-                objective: r.objective,
-                cost,
-            },
-            Err(reason) => Outcome::Failed { reason, cost: None },
-        },
-        Err(reason) => {
-            let cost = match cfg.cost.kind {
-                CostKind::Runtime => Some(elapsed),
-                CostKind::Uniform | CostKind::Known => known,
-                CostKind::Reported => None,
-            };
-            Outcome::Failed { reason, cost }
-        }
-    };
-    Evaluation {
-        outcome: Some(outcome),
-        abandon,
-        steps: Vec::new(),
-    }
-}
-
-/// Seconds between heartbeats of a running evaluation: the same in every `pandora run`, whatever
-/// its `--abandon-after`, so that no run can take another's live trial for abandoned.
-pub const HEARTBEAT_S: f64 = 1.0;
-/// The shortest `--abandon-after` accepted: ten heartbeat periods, so that a live trial (whose
-/// heartbeat is at most [`HEARTBEAT_S`] old, plus a wait for the storage's lock) is never
-/// abandoned by any run.
-pub const MIN_ABANDON_S: f64 = 10.0;
-/// By default, a running trial without a heartbeat for this long is abandoned when a run starts.
-pub const STALE_S: f64 = 120.0;
-/// `pandora run` stops, with an error, when its first trials fail this many times in a row with the
-/// same reason (a command that cannot start, a script that is missing, ...).
-pub const SAME_FAILURES_AT_START: usize = 3;
-/// ... or, after a trial of the run completed, this many times in a row (something broke).
-pub const SAME_FAILURES: usize = 10;
-
-/// Keeps the heartbeat of trial `number` fresh, over its own connection to `url`, until `stop`
-/// receives a message or its sender is dropped. A connection that cannot be opened, or fails, is
-/// opened again at the next beat: a passing storage outage does not silence a live trial for good.
-fn heartbeat(url: &str, name: &str, number: u64, every: Duration, stop: mpsc::Receiver<()>) {
-    let mut storage = None;
-    while let Err(mpsc::RecvTimeoutError::Timeout) = stop.recv_timeout(every) {
-        if storage.is_none() {
-            storage = open_storage(url).ok();
-        }
-        if let Some(s) = storage.as_mut()
-            && let Err(e) = s.heartbeat(name, number)
-            && !matches!(e, pandora_study::Error::Invalid { .. })
-        {
-            storage = None;
-        }
-    }
-}
-
-/// The message of a panic's payload.
-fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
-    payload
-        .downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "no message".to_string())
-}
-
-/// Evaluates `trial` with `eval` while its heartbeat is kept fresh, and records the outcome (or
-/// abandons the trial, when the evaluation says so) as soon as the evaluation returns, before
-/// anything else (the heartbeat stops after).
-///
-/// A panic during the evaluation fails the trial ("internal error: ...") and is returned (the
-/// run then ends with an error); the heartbeat stops whatever happens.
-fn evaluate_and_tell(
-    study: &mut Study,
-    url: &str,
-    trial: &Trial,
-    every: Duration,
-    eval: impl FnOnce(&Study, &Trial) -> Evaluation,
-) -> Result<(Ending, Option<String>)> {
-    let name = study.config().study.name.clone();
-    std::thread::scope(|s| {
-        // Dropped on every way out of this closure, unwinding included: the heartbeat ends.
-        let (alive, stop) = mpsc::channel::<()>();
-        s.spawn(move || heartbeat(url, &name, trial.number, every, stop));
-        let evaluated =
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| eval(&*study, trial)));
-        let (ev, panicked) = match evaluated {
-            Ok(ev) => (ev, None),
-            Err(payload) => {
-                let msg = panic_message(&*payload);
-                let reason = format!("internal error: the evaluation panicked: {msg}");
-                (
-                    Evaluation::told(Outcome::Failed { reason, cost: None }),
-                    Some(msg),
-                )
-            }
-        };
-        let ending = match trial.step_to {
-            Some(_) => crate::study_steps::record(study, trial, ev),
-            None => match ev.abandon {
-                Some(reason) => study
-                    .abandon(trial.number, &reason)
-                    .map(|_| Ending::Abandoned),
-                None => {
-                    let outcome = ev.outcome.unwrap_or(Outcome::Failed {
-                        reason: "internal error: the evaluation gave no outcome".into(),
-                        cost: None,
-                    });
-                    study
-                        .tell(trial.number, &outcome)
-                        .map(|r| Ending::Told(Box::new(r)))
-                }
-            },
-        }
-        .with_context(|| format!("storing trial {}", trial.number));
-        drop(alive);
-        ending.map(|e| (e, panicked))
-    })
-}
-
-/// Consecutive failed trials with the same reason, across the workers of a run.
-#[derive(Debug, Default)]
-struct FailureStreak {
-    reason: Option<String>,
-    count: usize,
-    /// Whether a trial of this run completed (the command can work).
-    worked: bool,
-}
-
-impl FailureStreak {
-    /// Records a told trial (`Some(reason)` if it failed); returns the length of the streak and
-    /// its reason once [`SAME_FAILURES_AT_START`] trials in a row failed with it before any
-    /// trial of the run completed, or [`SAME_FAILURES`] after.
-    fn record(&mut self, failure: Option<&str>) -> Option<(usize, &str)> {
-        match failure {
-            Some(r) if self.reason.as_deref() == Some(r) => self.count += 1,
-            Some(r) => {
-                self.reason = Some(r.to_string());
-                self.count = 1;
-            }
-            None => {
-                self.reason = None;
-                self.count = 0;
-                self.worked = true;
-            }
-        }
-        let limit = if self.worked {
-            SAME_FAILURES
-        } else {
-            SAME_FAILURES_AT_START
-        };
-        let count = self.count;
-        self.reason
-            .as_deref()
-            .filter(|_| count >= limit)
-            .map(|r| (count, r))
-    }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-/// What the workers of one `pandora run` share.
-struct Workers<'a> {
-    target: &'a Target,
-    progress: Progress,
-    /// Heartbeat period.
-    every: Duration,
-    /// Working directory of command objectives.
-    dir: Option<PathBuf>,
-    /// The builtin problem, for a study with `[objective] builtin`.
-    builtin: Option<Box<dyn Problem>>,
-    /// Set when a worker ends with an error: the others stop asking for trials.
-    stop: AtomicBool,
-    /// `SIGTERM`/`SIGINT`: no new trial, a grace period for the running ones.
-    shutdown: Arc<Shutdown>,
-    /// Trials finished or abandoned after the signal.
-    after_signal: Mutex<AfterSignal>,
-    streak: Mutex<FailureStreak>,
-    /// Held while a trial's summary is computed and its line printed: lines come whole, in the
-    /// order of their summaries (the counts and the cost spent never go back).
-    report: Mutex<()>,
-}
-
-impl Workers<'_> {
-    /// One worker: asks, evaluates and tells until the study is finished (`Some(reason)`),
-    /// another worker failed or a signal came (`None`).
-    fn work(&self, worker: &str) -> Result<Option<String>> {
-        let (mut study, url) = self.target.open()?;
-        while !self.stop.load(Ordering::SeqCst) && self.shutdown.signal().is_none() {
-            let trial = match study.ask(worker)? {
-                Ask::Finished(f) => return Ok(Some(f.to_string())),
-                Ask::Trial(t) => t,
-            };
-            // A signal during the ask: the trial is given back before its evaluation starts.
-            if let Some(signal) = self.shutdown.signal() {
-                let reason = format!("abandoned: stopped by {signal} before the evaluation");
-                study
-                    .abandon(trial.number, &reason)
-                    .with_context(|| format!("storing trial {}", trial.number))?;
-                lock(&self.after_signal).abandoned.push(trial.number);
-                break;
-            }
-            let (dir, builtin) = (self.dir.as_deref(), self.builtin.as_deref());
-            let stop = Some(&*self.shutdown);
-            let (ending, panicked) =
-                evaluate_and_tell(&mut study, &url, &trial, self.every, |s, t| {
-                    evaluate(s, t, builtin, dir, stop)
-                })?;
-            let recorded = match ending {
-                Ending::Told(r) => *r,
-                Ending::Abandoned => {
-                    lock(&self.after_signal).abandoned.push(trial.number);
-                    break;
-                }
-            };
-            if self.shutdown.signal().is_some() {
-                lock(&self.after_signal).finished.push(trial.number);
-            }
-            if let Some(late) = &recorded.late {
-                self.progress.warn(&late.to_string());
-            }
-            let told = recorded.trial;
-            if let Some(msg) = panicked {
-                bail!(
-                    "trial {} failed: the evaluation panicked ({msg}); stopping",
-                    trial.number
-                );
-            }
-            let failure = match told.state {
-                TrialState::Failed => told.error.as_deref(),
-                _ => None,
-            };
-            if let Some((count, reason)) = lock(&self.streak).record(failure) {
-                bail!("stopped after {count} trials in a row failed with the same error: {reason}");
-            }
-            let _line = lock(&self.report);
-            let s = study.summary()?;
-            self.progress.trial(worker, &told, &s);
-        }
-        Ok(None)
-    }
-
-    /// [`Workers::work`], with any error or panic stopping the other workers.
-    fn work_or_stop(&self, worker: &str) -> Result<Option<String>> {
-        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.work(worker)))
-            .unwrap_or_else(|p| Err(anyhow!("a worker panicked: {}", panic_message(&*p))));
-        if r.is_err() {
-            self.stop.store(true, Ordering::SeqCst);
-        }
-        r
-    }
-}
-
-/// The trials of a run that ended after its stop signal.
-#[derive(Debug, Default)]
-struct AfterSignal {
-    /// Told during the grace period.
-    finished: Vec<u64>,
-    /// Abandoned: still running at its end, or handed out as the signal came.
-    abandoned: Vec<u64>,
-}
-
-impl AfterSignal {
-    /// "stopped by SIGTERM: 1 trial finished during the grace period, trial 17 abandoned".
-    fn line(&self, signal: StopSignal) -> String {
-        let mut parts = Vec::new();
-        match self.finished.len() {
-            0 => {}
-            1 => parts.push("1 trial finished during the grace period".to_string()),
-            n => parts.push(format!("{n} trials finished during the grace period")),
-        }
-        let mut abandoned = self.abandoned.clone();
-        abandoned.sort_unstable();
-        let numbers: Vec<String> = abandoned.iter().map(u64::to_string).collect();
-        match numbers.len() {
-            0 => {}
-            1 => parts.push(format!("trial {} abandoned", numbers[0])),
-            _ => parts.push(format!("trials {} abandoned", numbers.join(", "))),
-        }
-        if parts.is_empty() {
-            parts.push("no trial was running".to_string());
-        }
-        format!("stopped by {signal}: {}", parts.join(", "))
-    }
-}
+pub use pandora_study::optimize::{HEARTBEAT_S, MIN_ABANDON_S, STALE_S};
 
 /// Options of `pandora run`.
 #[derive(Debug, Clone)]
@@ -549,18 +177,13 @@ pub struct RunOptions {
     pub grace_s: f64,
 }
 
-/// Why `pandora run` cannot evaluate a study with an external objective.
-const EXTERNAL_RUN: &str = "has an external objective ([objective] kind = \"external\", e.g. \
-     created from Python with pandora.Study): its trials are evaluated outside Pandora. Use \
-     `pandora ask` and `pandora tell` (or Python), or give the configuration an [objective] \
-     command for `pandora run`";
-
 /// `pandora run CONFIG [--workers K] [--quiet] [--abandon-after S] [--grace S]`.
 ///
 /// Refuses (an error, exit code 2) a study whose objective is external
 /// (`[objective] kind = "external"`), before changing anything; ends with an error when a worker
-/// fails (storage error, panic) or trials keep failing the same way ([`SAME_FAILURES_AT_START`],
-/// [`SAME_FAILURES`]).
+/// fails (storage error, panic) or trials keep failing the same way
+/// ([`pandora_study::optimize::SAME_FAILURES_AT_START`], [`pandora_study::optimize::SAME_FAILURES`]).
+/// The loop itself is [`pandora_study::optimize()`]; this adds the options, progress and summary.
 ///
 /// On `SIGTERM` or `SIGINT` no trial is handed out any more; the running evaluations may finish
 /// within `--grace` seconds, after which they are stopped and their trials abandoned (at once
@@ -581,15 +204,11 @@ pub fn run(target: &Target, opts: &RunOptions) -> Result<()> {
              {HEARTBEAT_S} s) to {MAX_DURATION_S}, got {stale}"
         );
     }
-    let workers = {
+    let (objective, progress) = {
         // Trials of workers that vanished (killed, machine lost) are marked abandoned, not lost.
         let (mut study, _) = target.open()?;
-        if study.config().objective_kind() == ObjectiveKind::External {
-            bail!(
-                "pandora run: study '{}' {EXTERNAL_RUN}",
-                study.config().study.name
-            );
-        }
+        let objective =
+            ConfigObjective::new(&study, command_dir(target)?).context("pandora run")?;
         let gone = study.abandon_stale(stale)?;
         let budget = study.config().budget.clone();
         let progress = Progress::new(opts.quiet, budget.max_trials, budget.total);
@@ -599,75 +218,63 @@ pub fn run(target: &Target, opts: &RunOptions) -> Result<()> {
             ));
         }
         progress.start(&study.summary()?);
-        let shutdown = shutdown::listen(Duration::from_secs_f64(grace))
-            .context("listening for SIGTERM and SIGINT")?;
-        Workers {
-            target,
-            progress,
-            every: Duration::from_secs_f64(HEARTBEAT_S),
-            dir: command_dir(target)?,
-            builtin: study.config().builtin_problem()?,
-            stop: AtomicBool::new(false),
-            shutdown,
-            after_signal: Mutex::new(AfterSignal::default()),
-            streak: Mutex::new(FailureStreak::default()),
-            report: Mutex::new(()),
-        }
+        (objective, progress)
     };
-    let reasons: Vec<Result<Option<String>>> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..opts.workers)
-            .map(|k| {
-                let name = format!("{}-{}-{k}", hostname(), std::process::id());
-                let workers = &workers;
-                s.spawn(move || workers.work_or_stop(&name))
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err(anyhow!("a worker panicked")))
-            })
-            .collect()
-    });
-    workers.progress.finish();
-    let mut first_reason = None;
-    for r in reasons {
-        if let Some(reason) = r? {
-            first_reason.get_or_insert(reason);
-        }
-    }
-    let signal_line = workers.shutdown.signal().map(|signal| {
-        let line = lock(&workers.after_signal).line(signal);
+    let shutdown = shutdown::listen(Duration::from_secs_f64(grace))
+        .context("listening for SIGTERM and SIGINT")?;
+    let options = OptimizeOptions {
+        shutdown: Some(&shutdown),
+        ..OptimizeOptions::new(opts.workers)
+    };
+    let open = || target.study().map_err(Into::into);
+    let ended = optimize(&open, &objective, &progress, &options);
+    progress.finish();
+    let ended = ended?;
+    let signal_line = ended.signal_line();
+    if let Some(line) = &signal_line {
         eprintln!("{line}");
-        line
-    });
+    }
+    report_run(
+        target,
+        opts.json,
+        signal_line.or(ended.finished.clone()),
+        &ended,
+    )
+}
+
+/// The end of `pandora run`: the JSON summary, or the summary in words with what to do next.
+fn report_run(
+    target: &Target,
+    json: bool,
+    stopped: Option<String>,
+    ended: &Optimized,
+) -> Result<()> {
     let mut study = target.study()?;
     let s = study.summary()?;
-    if opts.json {
+    if json {
         println!(
             "{}",
             serde_json::to_string_pretty(&json!({
                 "study": study.config().study.name,
-                "stopped": signal_line.or(first_reason),
+                "stopped": stopped,
                 "summary": summary_json(&s),
             }))?
         );
-    } else {
-        let trials = study.trials()?;
-        print!("{}", text::summary(&text_context(&study, &trials), &s));
-        let c = study.config();
-        if s.stop_reason.is_none()
-            && signal_line.is_none()
-            && let Some(r) = &first_reason
-        {
-            println!("finished: {r}");
-        }
-        print!(
-            "{}",
-            text::next_steps(&target.args(), &format!("{}.png", c.study.name))
-        );
+        return Ok(());
     }
+    let trials = study.trials()?;
+    print!("{}", text::summary(&text_context(&study, &trials), &s));
+    let c = study.config();
+    if s.stop_reason.is_none()
+        && ended.after_signal.is_none()
+        && let Some(r) = &ended.finished
+    {
+        println!("finished: {r}");
+    }
+    print!(
+        "{}",
+        text::next_steps(&target.args(), &format!("{}.png", c.study.name))
+    );
     Ok(())
 }
 
@@ -685,14 +292,6 @@ fn text_context<'a>(study: &'a Study, trials: &'a [Trial]) -> text::Context<'a> 
         optimum,
         trials,
     }
-}
-
-fn hostname() -> String {
-    std::fs::read_to_string("/etc/hostname")
-        .map(|s| s.trim().to_string())
-        .ok()
-        .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| "local".into())
 }
 
 fn trial_json(t: &Trial) -> serde_json::Value {

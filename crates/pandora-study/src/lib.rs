@@ -6,7 +6,9 @@
 //! Data flows one way: a [`space::SearchSpace`] encodes user parameters to `[0,1]^d`; the
 //! [`study::Study`] reads the trials from a [`storage::Storage`], asks `pandora_core::policy` for the
 //! next point under the storage's lock (so that no two workers receive the same trial), stores it
-//! as a running trial, and records the outcome on `tell`.
+//! as a running trial, and records the outcome on `tell`. [`optimize()`] is the worker loop over
+//! ask and tell (`pandora run`'s), with the study's configured objective ([`ConfigObjective`]) or
+//! any [`Objective`].
 
 pub mod command;
 pub mod config;
@@ -15,6 +17,7 @@ pub mod cvs;
 pub mod error;
 pub mod export;
 pub mod fidelity;
+pub mod optimize;
 pub mod redact;
 pub mod report;
 pub mod shutdown;
@@ -25,6 +28,7 @@ pub mod trial;
 
 pub use config::StudyConfig;
 pub use error::{Error, Result};
+pub use optimize::{ConfigObjective, Objective, Optimized, optimize};
 pub use report::Report;
 pub use study::{Ask, Finished, LateOutcome, Recorded, StoppingStatus, Study, Summary, TimeSpent};
 pub use trial::{NewTrial, Outcome, StepOutcome, StepReport, Told, Trial, TrialCounts, TrialState};
