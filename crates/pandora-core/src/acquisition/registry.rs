@@ -338,6 +338,78 @@ mod tests {
     }
 
     #[test]
+    fn acquirers_say_what_the_step_prepares() {
+        use super::super::acquirer::Needs;
+        use AcquisitionName as N;
+        for n in AcquisitionName::ALL {
+            let a = n.acquirer();
+            let needs = match n {
+                N::Random => Needs::Nothing,
+                N::Ts => Needs::Objective,
+                _ => Needs::ObjectiveAndCost,
+            };
+            assert_eq!(a.needs(), needs, "{n}");
+            let path_based = matches!(n, N::Ts | N::Kg | N::BMsEi);
+            assert_eq!(a.supports_output_scale(), !path_based, "{n}");
+        }
+        let model_level: Vec<&str> = AcquisitionName::ALL
+            .iter()
+            .filter(|n| !n.is_pointwise())
+            .map(|n| n.as_str())
+            .collect();
+        assert_eq!(
+            model_level,
+            [
+                "ts",
+                "random",
+                "mes",
+                "mes_cost",
+                "kg",
+                "one_shot_kg",
+                "b_ms_ei",
+                "ms_ei"
+            ]
+        );
+    }
+
+    #[test]
+    fn acquirers_without_a_model_name_it_and_random_search_needs_none() {
+        use super::super::CostSetting;
+        use crate::optim::domain::Domain;
+        use crate::optim::multistart::MultiStartOptions;
+        use crate::optim::sobol::design_point;
+        let ms = MultiStartOptions::default();
+        let s = StepInputs {
+            d: 2,
+            model: None,
+            cost_model: None,
+            cost: CostSetting::Uniform,
+            cost_ref: None,
+            params: AcquisitionParams::default(),
+            best_f: 0.0,
+            ms: &ms,
+            seed: 0,
+            domain: Domain::default(),
+            train_x: &[],
+            last_cost: None,
+            carry: None,
+            ts_features: 16,
+            design_seed: 5,
+            design_index: 3,
+        };
+        for n in AcquisitionName::ALL {
+            match n.acquirer().acquire(&s) {
+                Ok(a) => {
+                    assert_eq!(n, AcquisitionName::Random);
+                    assert_eq!(a.x, design_point(2, 3, 5).unwrap());
+                    assert!(a.value.is_nan() && a.carry.is_none());
+                }
+                Err(e) => assert!(e.to_string().contains("model"), "{n}: {e}"),
+            }
+        }
+    }
+
+    #[test]
     fn builds_each_pointwise_acquisition_and_names_missing_parameters() {
         let full = AcquisitionParams {
             best_f: Some(0.5),
