@@ -7,9 +7,10 @@
 //! - [`math`]: the standard normal distribution and log-space helpers, accurate far in the tails.
 //! - [`linalg`]: Cholesky factors with jitter escalation and O(n²) appends, triangular solves.
 //! - [`gp`]: kernels, the exact Gaussian-process posterior, hyperparameter fitting, pathwise samples.
-//! - [`acquisition`]: acquisition functions with exact gradients (maximization convention).
+//! - [`acquisition`]: acquisition functions with exact gradients (maximization convention), the
+//!   registry of names and each acquisition's step recipe (`Acquirer`).
 //! - [`optim`]: bounded L-BFGS-B, scrambled Sobol points and multi-start maximization on `[0,1]^d`.
-//! - [`policy`]: one BO step: initial design, fit, acquisition, maximization, proposal.
+//! - [`policy`]: one BO step: initial design, fit, the acquisition's step, proposal.
 //! - [`run`]: the typed records a BO loop keeps (decisions, study state), why it finished, and
 //!   PBGI-D's λ replayed from them; the policy configuration (`run::spec::PolicySpec`) shared by
 //!   studies, experiments and Python.

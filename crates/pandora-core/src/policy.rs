@@ -1,409 +1,31 @@
 //! One Bayesian-optimization step: initial design → fit the objective GP (and a log-cost GP when
-//! costs are unknown) → build the configured acquisition → maximize it → a proposal.
+//! costs are unknown) → the configured acquisition's step → a proposal.
+//!
+//! The step prepares what the acquisition's [`Acquirer`] needs ([`Needs`]: nothing for random
+//! search, the objective model for Thompson sampling, both models for the others), hands it the
+//! models and the step's inputs, and turns what it chose into a [`Proposal`]. The recipes
+//! themselves (pointwise maximization, MES, KG, one-shot KG, the B-MS-EI and MSEI trees, TS,
+//! random) live in [`crate::acquisition`], one file each; this module knows no acquisition by
+//! name except to record PBGI's λ.
 //!
 //! Everything is on the unit cube `[0,1]^d` and maximizes; the study layer maps user parameters,
 //! bounds and directions to and from it. The step is a pure function of the history, the
 //! configuration, the run context and a seed, so a run is reproducible and can resume anywhere.
 
-use crate::acquisition::analytic::CostConvention;
-use crate::acquisition::bmsei::{
-    BmseiCarry, BudgetedMultiStepEi, CostBelief, NodeState, ScaledGp, heuristic_tree,
-    refilled_budget, suggested_budget, warm_start_candidates,
-};
-use crate::acquisition::kg::{
-    DiscreteKnowledgeGradient, ONE_SHOT_KG_FANTASIES, OneShotKnowledgeGradient,
-};
-use crate::acquisition::mes::{
-    CostWeightedMaxValueEntropy, DEFAULT_NUM_MAX_VALUES, MaxValueEntropy,
-};
+use crate::acquisition::bmsei::BmseiCarry;
 use crate::acquisition::{
-    AcquisitionName, AcquisitionParams, CostModel, OnModel, ThompsonSample, UnknownCost,
-    UpperConfidenceBound, build_pointwise, fit_log_cost_model,
+    Acquirer, AcquisitionName, AcquisitionParams, CostModel, Needs, StepInputs, UnknownCost,
+    fit_log_cost_model,
 };
 use crate::error::{Error, Result};
 use crate::gp::fit::FitOptions;
-use crate::gp::{GpModel, GpParams, OutputScale, Posterior, Transforms};
-use crate::optim::mixed::{MixedSpace, maximize_mixed};
-use crate::optim::multistart::{MultiStartOptions, MultiStartResult, Objective, maximize};
-use crate::optim::sobol::Sobol;
-use rand::{RngExt, SeedableRng};
-use rand_xoshiro::Xoshiro256PlusPlus;
+use crate::gp::{GpModel, GpParams, OutputScale, Transforms};
+use crate::optim::mixed::MixedSpace;
+use crate::optim::multistart::MultiStartOptions;
 
-/// MES draws its max values on `MES_CANDIDATES_PER_DIM · d` uniform points (the PBGI paper's
-/// setting), plus the training inputs.
-pub const MES_CANDIDATES_PER_DIM: usize = 1000;
-
-/// Size of KG's Sobol discretization for dimension `d`: `min(200·d, 1000)` points (the maximizer
-/// of the posterior mean is added to it).
-pub fn kg_discretization_size(d: usize) -> usize {
-    (200 * d).min(1000)
-}
-
-/// The B-MS-EI step (notes A5–A7).
-///
-/// 1. The suggested budget: with `params.refill` (default on) and the previous step's `carry`, the
-///    refill rule ([`refilled_budget`]) with `last_cost`, the cost of the last real evaluation;
-///    otherwise a rollout of `K + 1` EI-PUC-CC steps (with `min(50·d, raw)` raw samples and
-///    `min(5·d, restarts)` restarts).
-/// 2. The whole tree `params.tree` (default `[1, 1, 1]`) maximized with the multi-start optimizer
-///    (`200·d` raw trees and `10·d` restarts by default, not scaled by the tree size, plus the
-///    heuristic start tree). With `params.warm_start` (default on) and the carry's trees, the raw
-///    trees are perturbations of the previous step's ([`warm_start_candidates`]) instead of Sobol
-///    points.
-///
-/// Returns the root, the tree value and the carry for the next step.
-#[allow(clippy::too_many_arguments)]
-pub fn bmsei_step(
-    model: &GpModel,
-    cost_model: Option<&GpModel>,
-    cost: CostSetting<'_>,
-    best_f: f64,
-    params: &AcquisitionParams,
-    ms: &MultiStartOptions,
-    seed: u64,
-    carry: Option<&BmseiCarry>,
-    last_cost: Option<f64>,
-    domain: Domain<'_>,
-) -> Result<(Vec<f64>, f64, BmseiCarry)> {
-    let d = model.dim();
-    let tree = params.tree.unwrap_or_default();
-    let belief = match (cost, cost_model) {
-        (CostSetting::Uniform, _) => CostBelief::Uniform,
-        (CostSetting::Known(c), _) => CostBelief::Known(c),
-        (CostSetting::Unknown, Some(m)) => CostBelief::Unknown(Box::new(ScaledGp::from_model(m)?)),
-        (CostSetting::Unknown, None) => {
-            return Err(Error::invalid(
-                "cost",
-                "unknown costs need a log-cost model",
-            ));
-        }
-    };
-    let remaining = params.remaining_budget.ok_or_else(|| {
-        Error::invalid("remaining_budget", "required by 'b_ms_ei' (set a budget)")
-    })?;
-    let total = params
-        .total_budget
-        .ok_or_else(|| Error::invalid("budget", "required by 'b_ms_ei' (set a budget)"))?;
-    let mut root = NodeState {
-        f: ScaledGp::from_model(model)?,
-        cost: belief,
-        best: best_f,
-        budget: remaining,
-    };
-    let (_, _, inner) = tree_search_sizes(ms, d);
-    let refill = match (params.refill.unwrap_or(true), carry, last_cost) {
-        (true, Some(c), Some(last)) => refilled_budget(c, last),
-        _ => None,
-    };
-    let (suggested, lower_bound) = match refill {
-        Some(r) => r,
-        None => suggested_budget(&root, remaining, total, tree.depth() + 1, &inner, seed)?,
-    };
-    root.budget = suggested;
-    let (x, value, trees) = optimize_tree(root, tree, ms, params, carry, seed, domain)?;
-    let next = BmseiCarry {
-        suggested_budget: suggested,
-        lower_bound,
-        trees,
-    };
-    Ok((x, value, next))
-}
-
-/// Maximizes the one-shot tree from `root` (B-MS-EI's step 2–3, also multi-step EI's): the
-/// heuristic start tree as an extra start, and, with `params.warm_start` (default on) and the
-/// carry's trees, raw trees perturbed from the previous step's. Returns the root, the tree value
-/// and every restart's final tree. The root ranges over the `domain` (valid points away from the
-/// pending ones); the look-ahead points are relaxed to the continuous cube.
-fn optimize_tree(
-    root: NodeState<'_>,
-    tree: crate::acquisition::FantasyTree,
-    ms: &MultiStartOptions,
-    params: &AcquisitionParams,
-    carry: Option<&BmseiCarry>,
-    seed: u64,
-    domain: Domain<'_>,
-) -> Result<(Vec<f64>, f64, Vec<Vec<f64>>)> {
-    let d = root.f.dim();
-    let (raw, restarts, inner) = tree_search_sizes(ms, d);
-    let b = BudgetedMultiStepEi::new(root, tree)?;
-    let start = heuristic_tree(&b, &inner, seed)?;
-    let warm = match carry {
-        Some(c) if params.warm_start.unwrap_or(true) => {
-            Some(warm_start_candidates(&c.trees, tree, d, raw, seed)).filter(|v| !v.is_empty())
-        }
-        _ => None,
-    };
-    let tree_ms = MultiStartOptions {
-        raw_samples: Some(raw),
-        num_restarts: Some(restarts),
-        extra_starts: vec![start],
-        raw_points: warm,
-        lower: None,
-        upper: None,
-        ..ms.clone()
-    };
-    let r = maximize_in(&b, d, domain, &tree_ms, seed)?;
-    let trees = r.restarts.into_iter().map(|(t, _)| t).collect();
-    Ok((r.x[..d].to_vec(), r.value, trees))
-}
-
-/// The tree search's raw samples and restarts (`200·d` and `10·d` by default, not scaled by the
-/// tree size), and the smaller options of its inner searches (rollout, heuristic start):
-/// `min(50·d, raw)` raw samples and `min(5·d, restarts)` restarts.
-fn tree_search_sizes(ms: &MultiStartOptions, d: usize) -> (usize, usize, MultiStartOptions) {
-    let raw = ms.raw_samples.unwrap_or(200 * d).max(1);
-    let restarts = ms.num_restarts.unwrap_or(10 * d).max(1);
-    let inner = MultiStartOptions {
-        raw_samples: Some(raw.min(50 * d)),
-        num_restarts: Some(restarts.min(5 * d)),
-        extra_starts: Vec::new(),
-        raw_points: None,
-        ..ms.clone()
-    };
-    (raw, restarts, inner)
-}
-
-/// Multi-step lookahead EI for uniform costs (the PBGI paper's MSEI, after Jiang et al. 2020 and
-/// Astudillo et al. 2021): the one-shot tree `params.tree` (default `[1, 1, 1]`: the current step
-/// and three look-ahead steps, posterior-mean fantasies) with EI as every stage's value, i.e. the
-/// B-MS-EI tree with every evaluation costing 1 and no budget. Maximized as B-MS-EI's tree (warm
-/// start from the carry's trees; the carry's budget fields are 0).
-pub fn msei_step(
-    model: &GpModel,
-    best_f: f64,
-    params: &AcquisitionParams,
-    ms: &MultiStartOptions,
-    seed: u64,
-    carry: Option<&BmseiCarry>,
-    domain: Domain<'_>,
-) -> Result<(Vec<f64>, f64, BmseiCarry)> {
-    let root = NodeState {
-        f: ScaledGp::from_model(model)?,
-        cost: CostBelief::Uniform,
-        best: best_f,
-        budget: f64::INFINITY,
-    };
-    let tree = params.tree.unwrap_or_default();
-    let (x, value, trees) = optimize_tree(root, tree, ms, params, carry, seed, domain)?;
-    let next = BmseiCarry {
-        suggested_budget: 0.0,
-        lower_bound: 0.0,
-        trees,
-    };
-    Ok((x, value, next))
-}
-
-/// The max-value entropy search of one step: `K = 10` max values drawn **once** from the Gumbel
-/// approximation on `1000·d` seeded uniform points plus the training inputs `train_x`; every
-/// restart of the step's maximization uses these same samples.
-pub fn mes_for_step(
-    model: &GpModel,
-    train_x: &[f64],
-    d: usize,
-    seed: u64,
-) -> Result<MaxValueEntropy> {
-    mes_for_step_in(model, train_x, d, seed, None)
-}
-
-/// [`mes_for_step`] with the max values drawn on valid points of `space` (the uniform points
-/// projected), so they are the maxima over the set a study can propose.
-pub fn mes_for_step_in(
-    model: &GpModel,
-    train_x: &[f64],
-    d: usize,
-    seed: u64,
-    space: Option<&MixedSpace>,
-) -> Result<MaxValueEntropy> {
-    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed ^ 0x6d65_735f_6361_6e64);
-    let mut cand: Vec<f64> = (0..MES_CANDIDATES_PER_DIM * d)
-        .map(|_| rng.random::<f64>())
-        .collect();
-    if let Some(s) = space.filter(|s| !s.is_continuous()) {
-        s.project_rows(&mut cand);
-    }
-    MaxValueEntropy::from_model(
-        model,
-        &cand,
-        train_x,
-        DEFAULT_NUM_MAX_VALUES,
-        seed ^ 0x6d65_735f_6d61_7876,
-    )
-}
-
-/// The knowledge-gradient step: KG on the set `A` = a scrambled Sobol set of
-/// [`kg_discretization_size`]`(d)` points (seeded by `seed`) plus the maximizer of the posterior
-/// mean (found with `ms`), evaluated exactly at every point of `A`; returns the argmax and its
-/// KG in raw (unstandardized) units. This is the discrete KG of Frazier, Powell & Dayanik, not
-/// BoTorch's one-shot continuous KG.
-pub fn kg_step(
-    model: &GpModel,
-    d: usize,
-    ms: &MultiStartOptions,
-    seed: u64,
-) -> Result<(Vec<f64>, f64)> {
-    kg_step_in(model, d, ms, seed, Domain::default())
-}
-
-/// [`kg_step`] on a [`Domain`]: the Sobol set projected onto the valid points, the posterior
-/// mean maximized over them, and the argmax taken among the points away from the pending ones
-/// (among all if none is).
-pub fn kg_step_in(
-    model: &GpModel,
-    d: usize,
-    ms: &MultiStartOptions,
-    seed: u64,
-    domain: Domain<'_>,
-) -> Result<(Vec<f64>, f64)> {
-    let m = kg_discretization_size(d);
-    let sobol = Sobol::scrambled(d, seed ^ 0x6b67)?;
-    let mut set = vec![0.0; (m + 1) * d];
-    for (i, row) in set.chunks_exact_mut(d).take(m).enumerate() {
-        sobol.point(i as u64, row)?;
-    }
-    if let Some(s) = domain.mixed() {
-        s.project_rows(&mut set[..m * d]);
-    }
-    let mean = OnModel::new(model, UpperConfidenceBound { beta: 0.0 });
-    let best = maximize_in(
-        &mean,
-        d,
-        Domain {
-            pending: &[],
-            ..domain
-        },
-        ms,
-        seed ^ 0x6d75,
-    )?;
-    set[m * d..].copy_from_slice(&best.x);
-    let internal = model.to_internal(&set)?;
-    let kg = DiscreteKnowledgeGradient::new(model.inner(), &internal)?;
-    let values = kg.values_on_set()?;
-    let allowed: Vec<bool> = set
-        .chunks_exact(d)
-        .map(|x| !near_pending(x, domain.pending))
-        .collect();
-    let any = allowed.iter().any(|&a| a);
-    let i = (0..values.len()).fold(0, |b, i| {
-        let ok = |j: usize| !any || allowed[j];
-        if ok(i) && (!ok(b) || values[i] > values[b]) {
-            i
-        } else {
-            b
-        }
-    });
-    let (_, y_std) = model.outcome_scale();
-    Ok((set[i * d..(i + 1) * d].to_vec(), values[i] * y_std))
-}
-
-/// The one-shot KG step (the PBGI paper's KG: BoTorch `qKnowledgeGradient` with its default 64
-/// fantasies, optimized one-shot with the step's multi-start options). The current value is the
-/// maximum of the posterior mean (found with the step's options), so the reported value is the
-/// KG in raw units. Start trees: `raw` raw candidates whose `x` is a scrambled Sobol point and
-/// whose fantasy points start at the best, under that fantasy, of `x` and the distinct local
-/// maxima of the posterior mean (the end points of its restarts, at most 10 points); the restarts
-/// are chosen among them by the Boltzmann rule. BoTorch's `gen_one_shot_kg_initial_conditions`
-/// instead samples the fantasy points from the posterior mean's maximizers and leaves 10 % of
-/// them uniformly random; on a 1-D test those random fantasy points stayed at poor local maxima
-/// and the one-shot value fell 20 % short of the brute-force KG.
-pub fn one_shot_kg_step(
-    model: &GpModel,
-    d: usize,
-    ms: &MultiStartOptions,
-    seed: u64,
-) -> Result<(Vec<f64>, f64)> {
-    one_shot_kg_step_in(model, d, ms, seed, Domain::default())
-}
-
-/// [`one_shot_kg_step`] on a [`Domain`]: the posterior mean's maximizers (the anchors) and the
-/// proposal range over the valid points, the proposal away from the pending ones; the fantasy
-/// points are relaxed to the continuous cube.
-pub fn one_shot_kg_step_in(
-    model: &GpModel,
-    d: usize,
-    ms: &MultiStartOptions,
-    seed: u64,
-    domain: Domain<'_>,
-) -> Result<(Vec<f64>, f64)> {
-    let gp = ScaledGp::from_model(model)?;
-    let mean = OnModel::new(model, UpperConfidenceBound { beta: 0.0 });
-    let pm = maximize_in(
-        &mean,
-        d,
-        Domain {
-            pending: &[],
-            ..domain
-        },
-        ms,
-        seed ^ 0x6d75,
-    )?;
-    let mut kg = OneShotKnowledgeGradient::new(&gp, ONE_SHOT_KG_FANTASIES, seed ^ 0x716b)?;
-    kg.current = pm.value;
-    let raw = ms.raw_samples.unwrap_or(200 * d).max(1);
-    let restarts = ms.num_restarts.unwrap_or(10 * d).max(1);
-    // Anchors: the distinct local maxima of the posterior mean (the end points of its restarts),
-    // best first, at most 10.
-    let mut ends: Vec<&(Vec<f64>, f64)> = pm.restarts.iter().filter(|r| r.1.is_finite()).collect();
-    ends.sort_by(|a, b| b.1.total_cmp(&a.1));
-    let mut anchors: Vec<f64> = pm.x.clone();
-    for (e, _) in ends {
-        let far = anchors
-            .chunks_exact(d)
-            .all(|a| a.iter().zip(e).map(|(u, v)| (u - v) * (u - v)).sum::<f64>() > 1e-6);
-        if far && anchors.len() < 10 * d {
-            anchors.extend_from_slice(e);
-        }
-    }
-    let sobol = Sobol::scrambled(d, seed ^ 0x7261)?;
-    let mut candidates = Vec::with_capacity(raw * (ONE_SHOT_KG_FANTASIES + 1) * d);
-    let mut pts = vec![0.0; d];
-    pts.extend_from_slice(&anchors);
-    let na = anchors.len() / d;
-    let pairs: Vec<(usize, usize)> = (0..=na).map(|j| (0, j)).collect();
-    for r in 0..raw {
-        sobol.point(r as u64, &mut pts[..d])?;
-        if let Some(s) = domain.mixed() {
-            s.project_in_place(&mut pts[..d]);
-        }
-        let x = &pts[..d];
-        candidates.extend_from_slice(x);
-        // Each fantasy's point starts at the anchor (or x itself) with the highest fantasized
-        // mean μ(a) + z Σ(x, a)/√(σ²(x) + noise).
-        let p = gp.pairs(&pts, &pairs, false)?;
-        let s = (p.var[0] + gp.noise()).sqrt();
-        for &z in kg.base_samples() {
-            let mut best = (0, f64::NEG_INFINITY);
-            for j in 0..=na {
-                let cov = if j == 0 { p.var[0] } else { p.cov[j] };
-                let v = p.mean[j] + z * cov / s;
-                if v > best.1 {
-                    best = (j, v);
-                }
-            }
-            candidates.extend_from_slice(&pts[best.0 * d..(best.0 + 1) * d]);
-        }
-    }
-    let opts = MultiStartOptions {
-        raw_points: Some(candidates),
-        num_restarts: Some(restarts),
-        extra_starts: Vec::new(),
-        lower: None,
-        upper: None,
-        ..ms.clone()
-    };
-    let r = maximize_in(&kg, d, domain, &opts, seed)?;
-    Ok((r.x[..d].to_vec(), r.value))
-}
-
-/// How evaluation costs are known to the policy.
-#[derive(Clone, Copy)]
-pub enum CostSetting<'a> {
-    /// Every evaluation costs the same.
-    Uniform,
-    /// A known cost function of the (unit-cube) point.
-    Known(&'a dyn CostModel),
-    /// Unknown: learned from the observed costs by a GP on log cost.
-    Unknown,
-}
+pub use crate::acquisition::CostSetting;
+pub use crate::optim::domain::{Domain, PENDING_EXCLUSION_RADIUS};
+pub use crate::optim::sobol::design_point;
 
 /// Settings of a step that do not change during a run.
 #[derive(Debug, Clone, PartialEq)]
@@ -545,113 +167,6 @@ pub struct StepContext {
     pub warm_fit: bool,
 }
 
-/// Euclidean radius (on the unit cube) around each pending point inside which a model step does
-/// not propose. The fantasies already make the model expect the pending outcome there, but an
-/// index such as PBGI's stays near the posterior mean at a fantasized point and can remain the
-/// largest (seen at a cheap corner), so a second worker would receive the same point.
-pub const PENDING_EXCLUSION_RADIUS: f64 = 0.1;
-
-/// An objective restricted to points at least `radius` away from every pending point: inside a
-/// ball its value is `-∞`, which the multi-start optimizer treats as outside the domain.
-/// Only the first `d` coordinates (the proposal; the rest of a look-ahead tree is free) count.
-struct AwayFromPending<'a> {
-    inner: &'a dyn Objective,
-    pending: &'a [f64],
-    radius: f64,
-    d: usize,
-}
-
-impl AwayFromPending<'_> {
-    fn excluded(&self, x: &[f64]) -> bool {
-        let r2 = self.radius * self.radius;
-        self.pending
-            .chunks_exact(self.d)
-            .any(|p| p.iter().zip(x).map(|(a, b)| (a - b) * (a - b)).sum::<f64>() < r2)
-    }
-}
-
-/// Whether `x` lies within [`PENDING_EXCLUSION_RADIUS`] of a pending point.
-fn near_pending(x: &[f64], pending: &[f64]) -> bool {
-    let r2 = PENDING_EXCLUSION_RADIUS * PENDING_EXCLUSION_RADIUS;
-    pending
-        .chunks_exact(x.len())
-        .any(|p| p.iter().zip(x).map(|(a, b)| (a - b) * (a - b)).sum::<f64>() < r2)
-}
-
-/// Where a step may propose: the valid points of `space` (the whole cube if `None`), away from
-/// the `pending` points (row-major, `d` coordinates each).
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Domain<'a> {
-    /// The valid points.
-    pub space: Option<&'a MixedSpace>,
-    /// Points handed out but not evaluated yet.
-    pub pending: &'a [f64],
-}
-
-impl<'a> Domain<'a> {
-    /// The space if it is not all-continuous.
-    fn mixed(&self) -> Option<&'a MixedSpace> {
-        self.space.filter(|s| !s.is_continuous())
-    }
-}
-
-impl Objective for AwayFromPending<'_> {
-    fn dim(&self) -> usize {
-        self.inner.dim()
-    }
-
-    fn value_grad(&self, x: &[f64], grad: &mut [f64]) -> f64 {
-        if self.excluded(x) {
-            grad.fill(0.0);
-            return f64::NEG_INFINITY;
-        }
-        self.inner.value_grad(x, grad)
-    }
-
-    fn values(&self, xs: &[f64], out: &mut [f64]) {
-        self.inner.values(xs, out);
-        let d = self.dim();
-        for (x, o) in xs.chunks_exact(d).zip(out.iter_mut()) {
-            if self.excluded(x) {
-                *o = f64::NEG_INFINITY;
-            }
-        }
-    }
-}
-
-/// Maximizes `obj`, whose first `d` coordinates are the proposal, over the `domain`: the valid
-/// points of its space ([`maximize_mixed`], the first `d` coordinates constrained, the others
-/// continuous) away from the pending points (see [`PENDING_EXCLUSION_RADIUS`]). Every point the
-/// mixed search scores is valid, so the exclusion holds between projected points. If every
-/// candidate lies inside the excluded balls, maximizes without the restriction. With no pending
-/// point and no (or an all-continuous) space this is [`maximize`].
-fn maximize_in(
-    obj: &dyn Objective,
-    d: usize,
-    domain: Domain<'_>,
-    ms: &MultiStartOptions,
-    seed: u64,
-) -> Result<MultiStartResult> {
-    let lifted = domain.mixed().map(|s| s.extended(obj.dim()));
-    let run = |o: &dyn Objective| match &lifted {
-        Some(s) => maximize_mixed(o, s, ms, seed),
-        None => maximize(o, ms, seed),
-    };
-    if domain.pending.is_empty() {
-        return run(obj);
-    }
-    let away = AwayFromPending {
-        inner: obj,
-        pending: domain.pending,
-        radius: PENDING_EXCLUSION_RADIUS,
-        d,
-    };
-    match run(&away) {
-        Ok(r) if r.value.is_finite() => Ok(r),
-        _ => run(obj),
-    }
-}
-
 /// Observations so far on the unit cube: `x` row-major `n × d`, `y` maximized, `cost` > 0.
 #[derive(Debug, Clone, Copy)]
 pub struct History<'a> {
@@ -729,13 +244,6 @@ impl Proposal {
     }
 }
 
-/// Point `index` of the initial design: one scrambled Sobol sequence per `seed`.
-pub fn design_point(d: usize, index: u64, seed: u64) -> Result<Vec<f64>> {
-    let mut x = vec![0.0; d];
-    Sobol::scrambled(d, seed)?.point(index, &mut x)?;
-    Ok(x)
-}
-
 /// The models a model step fitted, returned with its proposal so that nothing is refitted to
 /// report on the step or to check a stopping rule.
 #[derive(Debug, Clone)]
@@ -781,27 +289,30 @@ pub fn propose_fitted(
         return Err(Error::dim("history.cost", n, history.cost.len()));
     }
     let n_init = config.initial_design.unwrap_or(2 * (d + 1)).max(1);
-    let simple = |phase| -> Result<(Proposal, Option<StepModels>)> {
-        // The initial design is one seeded Sobol sequence, point k for the k-th trial handed
-        // out (observed or pending), so parallel workers get distinct points; random search
-        // continues the same sequence.
-        let k = (n + history.pending.len() / d) as u64;
-        let x = design_point(d, k, config.design_seed)?;
-        Ok((Proposal::without_model(x, phase), None))
-    };
+    // The initial design is one seeded Sobol sequence, point k for the k-th trial handed out
+    // (observed or pending), so parallel workers get distinct points; random search continues
+    // the same sequence.
+    let k = (n + history.pending.len() / d) as u64;
     if n < n_init {
-        return simple(Phase::InitialDesign);
+        let x = design_point(d, k, config.design_seed)?;
+        return Ok((Proposal::without_model(x, Phase::InitialDesign), None));
     }
-    if config.acquisition == AcquisitionName::Random {
-        return simple(Phase::Random);
+    let acquirer = config.acquisition.acquirer();
+    let step = Prepared {
+        d,
+        history,
+        config,
+        ctx,
+        cost,
+        seed,
+        design_index: k,
+    };
+    if acquirer.needs() == Needs::Nothing {
+        let a = acquirer.acquire(&step.inputs(None, None, None))?;
+        return Ok((Proposal::without_model(a.x, Phase::Random), None));
     }
     // Checked before the (costlier) fit.
-    if config.output_scale.is_some()
-        && matches!(
-            config.acquisition,
-            AcquisitionName::Ts | AcquisitionName::Kg | AcquisitionName::BMsEi
-        )
-    {
+    if config.output_scale.is_some() && !acquirer.supports_output_scale() {
         return Err(Error::invalid(
             "output_scale",
             format!(
@@ -811,6 +322,78 @@ pub fn propose_fitted(
             ),
         ));
     }
+    model_step(&step, acquirer.as_ref(), warm)
+}
+
+/// A model step's fixed inputs, before the fits.
+struct Prepared<'a> {
+    d: usize,
+    history: History<'a>,
+    config: &'a StepConfig,
+    ctx: &'a StepContext,
+    cost: CostSetting<'a>,
+    seed: u64,
+    design_index: u64,
+}
+
+impl<'a> Prepared<'a> {
+    /// The acquirer's inputs with the step's values filled into the configured parameters: the
+    /// incumbent, the UCB schedule index `t = cumulative cost + 1`, the budgets and λ (PBGI-D's
+    /// current λ over the configured one).
+    fn inputs(
+        &self,
+        model: Option<&'a GpModel>,
+        cost_model: Option<&'a GpModel>,
+        cost_ref: Option<&'a dyn CostModel>,
+    ) -> StepInputs<'a> {
+        let (config, ctx, history) = (self.config, self.ctx, self.history);
+        let best_f = history.y.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let params = AcquisitionParams {
+            best_f: Some(best_f),
+            t: config.params.t.or(Some(ctx.cumulative_cost.max(0.0) + 1.0)),
+            remaining_budget: ctx.remaining_budget.or(config.params.remaining_budget),
+            total_budget: ctx.total_budget.or(config.params.total_budget),
+            lambda: self.lambda(),
+            ..config.params
+        };
+        StepInputs {
+            d: self.d,
+            model,
+            cost_model,
+            cost: self.cost,
+            cost_ref,
+            params,
+            best_f,
+            ms: &config.multistart,
+            seed: self.seed,
+            domain: Domain {
+                space: config.space.as_ref(),
+                pending: history.pending,
+            },
+            train_x: history.x,
+            last_cost: history.cost.last().copied(),
+            carry: ctx.bmsei.as_ref(),
+            ts_features: config.ts_features,
+            design_seed: config.design_seed,
+            design_index: self.design_index,
+        }
+    }
+
+    /// λ of the step: PBGI-D's current λ, else the configured one.
+    fn lambda(&self) -> Option<f64> {
+        self.ctx.lambda.or(self.config.params.lambda)
+    }
+}
+
+/// The model phase: fit the objective model (and, if the acquirer needs it and costs are
+/// unknown, the log-cost model), let the acquirer choose, and record the proposal with its
+/// predicted cost (for acquirers that use costs) and λ (PBGI, PBGI-D).
+fn model_step(
+    step: &Prepared<'_>,
+    acquirer: &dyn Acquirer,
+    warm: Option<&GpParams>,
+) -> Result<(Proposal, Option<StepModels>)> {
+    let (d, history, config, seed) = (step.d, step.history, step.config, step.seed);
     let transforms = Transforms {
         normalize_inputs: None,
         standardize_outcomes: config.standardize,
@@ -820,7 +403,15 @@ pub fn propose_fitted(
         seed,
         ..config.fit.clone()
     };
-    let fitted = fit_objective(history, d, &transforms, &fit_opts, config.refit, ctx, warm)?;
+    let fitted = fit_objective(
+        history,
+        d,
+        &transforms,
+        &fit_opts,
+        config.refit,
+        step.ctx,
+        warm,
+    )?;
     if !history.pending.len().is_multiple_of(d) {
         return Err(Error::invalid(
             "history.pending",
@@ -828,32 +419,9 @@ pub fn propose_fitted(
         ));
     }
     let model = fitted.with_fantasies(history.pending)?;
-    let ms = &config.multistart;
-    let domain = Domain {
-        space: config.space.as_ref(),
-        pending: history.pending,
-    };
-    if config.acquisition == AcquisitionName::Ts {
-        let ts = ThompsonSample::draw(model.inner(), config.ts_features, seed ^ 0x7473)?;
-        let r = maximize_in(&ts, d, domain, ms, seed)?;
-        let proposal = Proposal {
-            x: r.x,
-            phase: Phase::Model,
-            acquisition_value: r.value,
-            params: Some(fitted.params().clone()),
-            cost_params: None,
-            lambda: None,
-            predicted_cost: None,
-            bmsei: None,
-        };
-        let models = StepModels {
-            model: fitted,
-            cost_model: None,
-        };
-        return Ok((proposal, Some(models)));
-    }
-    let cost_model = match cost {
-        CostSetting::Unknown => {
+    let uses_cost = acquirer.needs() == Needs::ObjectiveAndCost;
+    let cost_model = match step.cost {
+        CostSetting::Unknown if uses_cost => {
             let cost_opts = FitOptions {
                 seed: seed ^ 0x636f_7374,
                 ..config.cost_fit.clone()
@@ -863,49 +431,30 @@ pub fn propose_fitted(
         _ => None,
     };
     let unknown = cost_model.as_ref().map(UnknownCost);
-    let cost_ref: Option<&dyn CostModel> = match cost {
+    let cost_ref: Option<&dyn CostModel> = match step.cost {
+        _ if !uses_cost => None,
         CostSetting::Uniform => None,
         CostSetting::Known(c) => Some(c),
         CostSetting::Unknown => unknown.as_ref().map(|u| u as &dyn CostModel),
     };
-    let best_f = history.y.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    let lambda = ctx.lambda.or(config.params.lambda);
-    let (x, value, bmsei) = maximize_step(
-        &StepInputs {
-            model: &model,
-            cost_model: cost_model.as_ref(),
-            cost,
-            cost_ref,
-            history,
-            config,
-            ctx,
-            best_f,
-            lambda,
-            seed,
-        },
-        d,
-        domain,
-    )?;
+    let a = acquirer.acquire(&step.inputs(Some(&model), cost_model.as_ref(), cost_ref))?;
     let predicted_cost = match cost_ref {
+        _ if !uses_cost => None,
         Some(c) => {
-            let lc = c.log_cost(&x, d, false)?;
+            let lc = c.log_cost(&a.x, d, false)?;
             Some((lc.mean[0] + 0.5 * lc.var[0]).exp())
         }
         None => Some(1.0),
     };
-    let uses_lambda = matches!(
-        config.acquisition,
-        AcquisitionName::Pbgi | AcquisitionName::PbgiD
-    );
     let proposal = Proposal {
-        x,
+        x: a.x,
         phase: Phase::Model,
-        acquisition_value: value,
+        acquisition_value: a.value,
         params: Some(fitted.params().clone()),
         cost_params: cost_model.as_ref().map(|m| m.params().clone()),
-        lambda: if uses_lambda { lambda } else { None },
+        lambda: step.lambda().filter(|_| config.acquisition.uses_lambda()),
         predicted_cost,
-        bmsei,
+        bmsei: a.carry,
     };
     let models = StepModels {
         model: fitted,
@@ -936,113 +485,16 @@ fn fit_objective(
     GpModel::fit(history.x, history.y, d, transforms, opts, warm)
 }
 
-/// What [`maximize_step`] maximizes on.
-struct StepInputs<'a> {
-    /// The objective posterior, with the pending points' fantasies.
-    model: &'a GpModel,
-    /// The fitted log-cost model (unknown costs).
-    cost_model: Option<&'a GpModel>,
-    cost: CostSetting<'a>,
-    /// The cost model the acquisitions divide by (`None`: uniform costs).
-    cost_ref: Option<&'a dyn CostModel>,
-    history: History<'a>,
-    config: &'a StepConfig,
-    ctx: &'a StepContext,
-    best_f: f64,
-    lambda: Option<f64>,
-    seed: u64,
-}
-
-/// The model step's maximization for every acquisition but Thompson sampling and random search:
-/// the maximizer, its acquisition value and B-MS-EI's (or MSEI's) carry.
-fn maximize_step(
-    s: &StepInputs<'_>,
-    d: usize,
-    domain: Domain<'_>,
-) -> Result<(Vec<f64>, f64, Option<BmseiCarry>)> {
-    let (model, config, seed) = (s.model, s.config, s.seed);
-    let ms = &config.multistart;
-    let params = AcquisitionParams {
-        best_f: Some(s.best_f),
-        t: config
-            .params
-            .t
-            .or(Some(s.ctx.cumulative_cost.max(0.0) + 1.0)),
-        remaining_budget: s.ctx.remaining_budget.or(config.params.remaining_budget),
-        total_budget: s.ctx.total_budget.or(config.params.total_budget),
-        lambda: s.lambda,
-        ..config.params
-    };
-    match config.acquisition {
-        AcquisitionName::Mes | AcquisitionName::MesCost => {
-            let mes = mes_for_step_in(model, s.history.x, d, seed, domain.space)?;
-            let r = if config.acquisition == AcquisitionName::Mes {
-                maximize_in(&OnModel::new(model, mes), d, domain, ms, seed)?
-            } else {
-                let acq = CostWeightedMaxValueEntropy {
-                    mes,
-                    convention: config.params.convention.unwrap_or(CostConvention::Expected),
-                };
-                match s.cost_ref {
-                    Some(c) => {
-                        maximize_in(&OnModel::with_cost(model, acq, c), d, domain, ms, seed)?
-                    }
-                    None => maximize_in(&OnModel::new(model, acq), d, domain, ms, seed)?,
-                }
-            };
-            Ok((r.x, r.value, None))
-        }
-        AcquisitionName::Kg => {
-            let (x, v) = kg_step_in(model, d, ms, seed, domain)?;
-            Ok((x, v, None))
-        }
-        AcquisitionName::OneShotKg => {
-            let (x, v) = one_shot_kg_step_in(model, d, ms, seed, domain)?;
-            Ok((x, v, None))
-        }
-        AcquisitionName::BMsEi => {
-            let (x, v, carry) = bmsei_step(
-                model,
-                s.cost_model,
-                s.cost,
-                s.best_f,
-                &params,
-                ms,
-                seed,
-                s.ctx.bmsei.as_ref(),
-                s.history.cost.last().copied(),
-                domain,
-            )?;
-            Ok((x, v, Some(carry)))
-        }
-        AcquisitionName::MsEi => {
-            let (x, v, carry) = msei_step(
-                model,
-                s.best_f,
-                &params,
-                ms,
-                seed,
-                s.ctx.bmsei.as_ref(),
-                domain,
-            )?;
-            Ok((x, v, Some(carry)))
-        }
-        _ => {
-            let acq = build_pointwise(config.acquisition, &params, d)?;
-            let obj = match s.cost_ref {
-                Some(c) => OnModel::with_cost(model, acq, c),
-                None => OnModel::new(model, acq),
-            };
-            let r = maximize_in(&obj, d, domain, ms, seed)?;
-            Ok((r.x, r.value, None))
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::acquisition::{LinearMeanCost, PbgiDecay};
+    use crate::acquisition::mes::mes_for_step;
+    use crate::acquisition::{
+        LinearMeanCost, OnModel, PbgiDecay, UpperConfidenceBound, build_pointwise,
+    };
+    use crate::optim::multistart::{Objective, maximize};
+    use rand::{RngExt, SeedableRng};
+    use rand_xoshiro::Xoshiro256PlusPlus;
 
     /// A smooth 2-D test function with its maximum 0 at (0.3, 0.7).
     fn f(x: &[f64]) -> f64 {

@@ -634,14 +634,18 @@ fn check_kg_step_against_brute_force(step: KgStep, rel: f64, what: &str) {
 fn kg_step_matches_brute_force_monte_carlo_on_a_1d_problem() {
     // The discrete KG (200 Sobol points + the mean maximizer) under-estimates the continuous
     // maximum by at most the grid effect: 2 %.
-    check_kg_step_against_brute_force(pandora_core::policy::kg_step, 0.02, "discrete KG");
+    check_kg_step_against_brute_force(pandora_core::acquisition::kg::kg_step, 0.02, "discrete KG");
 }
 
 #[test]
 fn one_shot_kg_step_matches_brute_force_monte_carlo_on_a_1d_problem() {
     // 64 quasi-random fantasies instead of the expectation, and one-shot inner maxima (a lower
     // bound): 5 %.
-    check_kg_step_against_brute_force(pandora_core::policy::one_shot_kg_step, 0.05, "one-shot KG");
+    check_kg_step_against_brute_force(
+        pandora_core::acquisition::one_shot_kg::one_shot_kg_step,
+        0.05,
+        "one-shot KG",
+    );
 }
 
 fn samples_last_z(s: &[(f64, f64)]) -> f64 {
@@ -1101,7 +1105,7 @@ fn msei_tree_is_ei_at_every_stage_with_posterior_mean_fantasies() {
 
 #[test]
 fn one_shot_kg_matches_refits_and_finite_differences() {
-    use pandora_core::acquisition::kg::OneShotKnowledgeGradient;
+    use pandora_core::acquisition::one_shot_kg::OneShotKnowledgeGradient;
     let mut r = rng(31);
     let (f, _, _) = bmsei_2d_fixture(&mut r);
     let gp = ScaledGp::from_model(&f).unwrap();

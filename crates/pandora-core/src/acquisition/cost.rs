@@ -22,6 +22,17 @@ pub struct LogCostBatch {
     pub var_grad: Vec<f64>,
 }
 
+/// How evaluation costs are known to a BO step.
+#[derive(Clone, Copy)]
+pub enum CostSetting<'a> {
+    /// Every evaluation costs the same.
+    Uniform,
+    /// A known cost function of the (unit-cube) point.
+    Known(&'a dyn CostModel),
+    /// Unknown: learned from the observed costs by a GP on log cost.
+    Unknown,
+}
+
 /// A model of the cost of evaluating the objective at a point.
 pub trait CostModel: Sync {
     /// Log-cost mean and variance (with gradients if `grad`) at the rows of `xs` (`m × d`).

@@ -16,13 +16,23 @@
 //! use [`crate::gp::GpModel::inner`] with points in its internal, normalized coordinates — the
 //! raw coordinates on `[0,1]^d` — and multiply values by the outcome standard deviation to get raw
 //! units; the argmax is unchanged).
+//!
+//! **Step** ([`KgStep`], [`kg_step_in`]): `A` is a scrambled Sobol set of
+//! [`kg_discretization_size`]`(d) = min(200·d, 1000)` points (projected onto the valid points of
+//! a mixed space) plus the maximizer of the posterior mean; KG is evaluated exactly at every
+//! point of `A` and the step proposes the argmax among the points away from the pending ones
+//! (among all if none is). The value is reported in raw units. This is the discrete KG of
+//! Frazier, Powell & Dayanik; BoTorch's one-shot continuous KG is [`super::one_shot_kg`]. KG
+//! conditions the stationary GP directly and refuses a variable-amplitude model.
 
-use super::bmsei::ScaledGp;
+use super::acquirer::{Acquired, Acquirer, StepInputs};
+use super::{OnModel, UpperConfidenceBound};
 use crate::error::{Error, Result};
-use crate::gp::{ExactGp, Posterior};
+use crate::gp::{ExactGp, GpModel};
 use crate::linalg::gemm;
-use crate::math::{h, norm_cdf, norm_pdf, norm_ppf};
-use crate::optim::multistart::{Objective, value_grad_or_nan};
+use crate::math::{h, norm_cdf, norm_pdf};
+use crate::optim::domain::{Domain, maximize_in, near_pending};
+use crate::optim::multistart::MultiStartOptions;
 use crate::optim::sobol::Sobol;
 use faer::Mat;
 
@@ -215,98 +225,79 @@ impl<'a> DiscreteKnowledgeGradient<'a> {
     }
 }
 
-/// BoTorch's default number of fantasies of `qKnowledgeGradient` (the PBGI paper's KG).
-pub const ONE_SHOT_KG_FANTASIES: usize = 64;
-
-/// The one-shot knowledge gradient (BoTorch's `qKnowledgeGradient` with `q = 1`): the decision
-/// variables are the point `x` and one point `x'_i` per fantasy, optimized jointly,
-///
-/// `KG(x, x'_1 … x'_K) = (1/K) Σ_i μ_{n+1}^{(i)}(x'_i) − current`,
-///
-/// where model `i` is conditioned on the fantasy `ŷ_i = μ(x) + z_i √(σ²(x) + σ_noise²)`, so that
-/// `μ_{n+1}^{(i)}(x') = μ(x') + z_i Σ(x, x')/√(σ²(x) + σ_noise²)` in closed form. Its maximum over
-/// the `x'_i` is a lower bound that converges to `E[max μ_{n+1}] − current` as `K` grows. The base
-/// samples `z_i` are quasi-random: `Φ⁻¹` of a seeded scrambled Sobol sequence (BoTorch's
-/// `SobolQMCNormalSampler`). The gradient is analytic, from
-/// [`crate::gp::ExactGp::posterior_pairs`]. Points are in the raw coordinates of the model.
-pub struct OneShotKnowledgeGradient<'a> {
-    gp: &'a ScaledGp,
-    z: Vec<f64>,
-    pairs: Vec<(usize, usize)>,
-    /// Subtracted from the value: the current maximum of the posterior mean, so that the
-    /// value is the knowledge gradient (0 by default).
-    pub current: f64,
+/// Size of KG's Sobol discretization for dimension `d`: `min(200·d, 1000)` points (the maximizer
+/// of the posterior mean is added to it).
+pub fn kg_discretization_size(d: usize) -> usize {
+    (200 * d).min(1000)
 }
 
-impl<'a> OneShotKnowledgeGradient<'a> {
-    /// `num_fantasies` fantasies with base samples from `seed`. Errors if `num_fantasies` is 0.
-    pub fn new(gp: &'a ScaledGp, num_fantasies: usize, seed: u64) -> Result<Self> {
-        if num_fantasies == 0 {
-            return Err(Error::invalid("num_fantasies", "must be at least 1"));
-        }
-        let u = Sobol::scrambled(1, seed)?.points(num_fantasies)?;
-        let z = u
-            .iter()
-            .map(|&p| norm_ppf(p.clamp(1e-12, 1.0 - 1e-12)))
-            .collect();
-        Ok(Self {
-            gp,
-            z,
-            pairs: (1..=num_fantasies).map(|i| (0, i)).collect(),
-            current: 0.0,
-        })
-    }
-
-    /// The base samples `z_i`.
-    pub fn base_samples(&self) -> &[f64] {
-        &self.z
-    }
-
-    /// Value and, if `grad`, gradient at `pts` = `[x, x'_1, …, x'_K]` (row-major, `(K+1)·d`).
-    pub fn evaluate(&self, pts: &[f64], grad: bool) -> Result<(f64, Vec<f64>)> {
-        let d = self.gp.dim();
-        let k = self.z.len();
-        if pts.len() != (k + 1) * d {
-            return Err(Error::dim("one-shot KG points", (k + 1) * d, pts.len()));
-        }
-        let p = self.gp.pairs(pts, &self.pairs, grad)?;
-        let s2 = p.var[0] + self.gp.noise();
-        let s = s2.sqrt();
-        let kf = k as f64;
-        let mut value = 0.0;
-        for (i, &z) in self.z.iter().enumerate() {
-            value += p.mean[i + 1] + z * p.cov[i] / s;
-        }
-        value = value / kf - self.current;
-        if !grad {
-            return Ok((value, Vec::new()));
-        }
-        let mut g = vec![0.0; pts.len()];
-        for (i, &z) in self.z.iter().enumerate() {
-            let cg = &p.cov_grad[i * 2 * d..(i + 1) * 2 * d];
-            let row = (i + 1) * d;
-            for c in 0..d {
-                g[row + c] = (p.mean_grad[row + c] + z * cg[d + c] / s) / kf;
-                g[c] += z * (cg[c] / s - p.cov[i] * p.var_grad[c] / (2.0 * s2 * s)) / kf;
-            }
-        }
-        Ok((value, g))
-    }
+/// The knowledge-gradient step: KG on the set `A` = a scrambled Sobol set of
+/// [`kg_discretization_size`]`(d)` points (seeded by `seed`) plus the maximizer of the posterior
+/// mean (found with `ms`), evaluated exactly at every point of `A`; returns the argmax and its
+/// KG in raw (unstandardized) units. This is the discrete KG of Frazier, Powell & Dayanik, not
+/// BoTorch's one-shot continuous KG.
+pub fn kg_step(
+    model: &GpModel,
+    d: usize,
+    ms: &MultiStartOptions,
+    seed: u64,
+) -> Result<(Vec<f64>, f64)> {
+    kg_step_in(model, d, ms, seed, Domain::default())
 }
 
-impl Objective for OneShotKnowledgeGradient<'_> {
-    fn dim(&self) -> usize {
-        (self.z.len() + 1) * self.gp.dim()
+/// [`kg_step`] on a [`Domain`]: the Sobol set projected onto the valid points, the posterior
+/// mean maximized over them, and the argmax taken among the points away from the pending ones
+/// (among all if none is).
+pub fn kg_step_in(
+    model: &GpModel,
+    d: usize,
+    ms: &MultiStartOptions,
+    seed: u64,
+    domain: Domain<'_>,
+) -> Result<(Vec<f64>, f64)> {
+    let m = kg_discretization_size(d);
+    let sobol = Sobol::scrambled(d, seed ^ 0x6b67)?;
+    let mut set = vec![0.0; (m + 1) * d];
+    for (i, row) in set.chunks_exact_mut(d).take(m).enumerate() {
+        sobol.point(i as u64, row)?;
     }
-
-    fn value_grad(&self, x: &[f64], grad: &mut [f64]) -> f64 {
-        value_grad_or_nan(self.evaluate(x, true), grad)
+    if let Some(s) = domain.mixed() {
+        s.project_rows(&mut set[..m * d]);
     }
-
-    fn values(&self, xs: &[f64], out: &mut [f64]) {
-        let n = self.dim();
-        for (x, o) in xs.chunks_exact(n).zip(out.iter_mut()) {
-            *o = self.evaluate(x, false).map_or(f64::NAN, |r| r.0);
+    let mean = OnModel::new(model, UpperConfidenceBound { beta: 0.0 });
+    let best = maximize_in(&mean, d, domain.without_pending(), ms, seed ^ 0x6d75)?;
+    set[m * d..].copy_from_slice(&best.x);
+    let internal = model.to_internal(&set)?;
+    let kg = DiscreteKnowledgeGradient::new(model.inner(), &internal)?;
+    let values = kg.values_on_set()?;
+    let allowed: Vec<bool> = set
+        .chunks_exact(d)
+        .map(|x| !near_pending(x, domain.pending))
+        .collect();
+    let any = allowed.iter().any(|&a| a);
+    let i = (0..values.len()).fold(0, |b, i| {
+        let ok = |j: usize| !any || allowed[j];
+        if ok(i) && (!ok(b) || values[i] > values[b]) {
+            i
+        } else {
+            b
         }
+    });
+    let (_, y_std) = model.outcome_scale();
+    Ok((set[i * d..(i + 1) * d].to_vec(), values[i] * y_std))
+}
+
+/// The `kg` acquisition's step (see the module docs).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct KgStep;
+
+impl Acquirer for KgStep {
+    fn supports_output_scale(&self) -> bool {
+        false
+    }
+
+    fn acquire(&self, s: &StepInputs<'_>) -> Result<Acquired> {
+        let (x, v) = kg_step_in(s.model()?, s.d, s.ms, s.seed, s.domain)?;
+        Ok(Acquired::point(x, v))
     }
 }

@@ -21,14 +21,26 @@
 //! Carlo over 128 fantasized observations; Pandora uses the latent (noiseless) closed form, which
 //! is what BoTorch computes in the limit of zero noise (the PBGI/B-MS-EI models use a noise variance
 //! of 1e-4 to 1e-3 in standardized units, where the two agree to about that relative accuracy).
+//!
+//! **Step** ([`MesStep`]): `K = 10` max values drawn **once** per step ([`mes_for_step_in`]) on
+//! [`MES_CANDIDATES_PER_DIM`]` · d` seeded uniform points (projected onto the valid points of a
+//! mixed space) plus the training inputs; every restart of the step's maximization uses these same
+//! samples. `mes_cost` divides by the cost model (convention `expected` by default: `E[c]`).
 
+use super::acquirer::{Acquired, Acquirer, StepInputs};
 use super::analytic::CostConvention;
-use super::{LogCost, Partials, PointwiseAcquisition};
+use super::{LogCost, OnModel, Partials, PointwiseAcquisition};
 use crate::error::{Error, Result};
-use crate::gp::Posterior;
+use crate::gp::{GpModel, Posterior};
 use crate::math::{log_norm_cdf, log_norm_pdf};
+use crate::optim::domain::maximize_in;
+use crate::optim::mixed::MixedSpace;
 use rand::{RngExt, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
+
+/// MES draws its max values on `MES_CANDIDATES_PER_DIM · d` uniform points (the PBGI paper's
+/// setting), plus the training inputs.
+pub const MES_CANDIDATES_PER_DIM: usize = 1000;
 
 /// BoTorch's default number of max-value samples.
 pub const DEFAULT_NUM_MAX_VALUES: usize = 10;
@@ -212,5 +224,70 @@ impl PointwiseAcquisition for CostWeightedMaxValueEntropy {
             d_cost_mean: -p.value * w,
             d_cost_var: sign * 0.5 * p.value * w,
         }
+    }
+}
+
+/// The max-value entropy search of one step: `K = 10` max values drawn **once** from the Gumbel
+/// approximation on `1000·d` seeded uniform points plus the training inputs `train_x`; every
+/// restart of the step's maximization uses these same samples.
+pub fn mes_for_step(
+    model: &GpModel,
+    train_x: &[f64],
+    d: usize,
+    seed: u64,
+) -> Result<MaxValueEntropy> {
+    mes_for_step_in(model, train_x, d, seed, None)
+}
+
+/// [`mes_for_step`] with the max values drawn on valid points of `space` (the uniform points
+/// projected), so they are the maxima over the set a study can propose.
+pub fn mes_for_step_in(
+    model: &GpModel,
+    train_x: &[f64],
+    d: usize,
+    seed: u64,
+    space: Option<&MixedSpace>,
+) -> Result<MaxValueEntropy> {
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed ^ 0x6d65_735f_6361_6e64);
+    let mut cand: Vec<f64> = (0..MES_CANDIDATES_PER_DIM * d)
+        .map(|_| rng.random::<f64>())
+        .collect();
+    if let Some(s) = space.filter(|s| !s.is_continuous()) {
+        s.project_rows(&mut cand);
+    }
+    MaxValueEntropy::from_model(
+        model,
+        &cand,
+        train_x,
+        DEFAULT_NUM_MAX_VALUES,
+        seed ^ 0x6d65_735f_6d61_7876,
+    )
+}
+
+/// The `mes` and `mes_cost` acquisitions' step (see the module docs).
+#[derive(Debug, Clone, Copy)]
+pub struct MesStep {
+    /// Divide by the cost (`mes_cost`).
+    pub per_cost: bool,
+}
+
+impl Acquirer for MesStep {
+    fn acquire(&self, s: &StepInputs<'_>) -> Result<Acquired> {
+        let model = s.model()?;
+        let (d, ms, seed) = (s.d, s.ms, s.seed);
+        let mes = mes_for_step_in(model, s.train_x, d, seed, s.domain.space)?;
+        let r = if !self.per_cost {
+            maximize_in(&OnModel::new(model, mes), d, s.domain, ms, seed)?
+        } else {
+            let acq = CostWeightedMaxValueEntropy {
+                mes,
+                convention: s.params.convention.unwrap_or(CostConvention::Expected),
+            };
+            match s.cost_ref {
+                Some(c) => maximize_in(&OnModel::with_cost(model, acq, c), d, s.domain, ms, seed)?,
+                None => maximize_in(&OnModel::new(model, acq), d, s.domain, ms, seed)?,
+            }
+        };
+        Ok(Acquired::point(r.x, r.value))
     }
 }

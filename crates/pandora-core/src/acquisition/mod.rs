@@ -6,7 +6,13 @@
 //! [`CostModel`] by the chain rule
 //! `∇a = (∂a/∂μ)∇μ + (∂a/∂σ)∇σ + (∂a/∂m)∇m + (∂a/∂v)∇v`, giving a differentiable objective on
 //! the input space that the multi-start optimizer can maximize.
+//!
+//! A BO step maximizes such an objective, or runs a recipe of its own (Thompson sampling,
+//! random search, MES, KG, one-shot KG, the B-MS-EI and MSEI trees): each acquisition's step is
+//! an [`Acquirer`] ([`acquirer`]), named by the registry ([`registry`]), and each non-pointwise
+//! acquirer lives in its own file (`ts`, `random`, `mes`, `kg`, `one_shot_kg`, `multi_step`).
 
+pub mod acquirer;
 pub mod analytic;
 pub mod bmsei;
 pub mod budgeted;
@@ -14,12 +20,16 @@ pub mod cost;
 mod fantasy_path;
 pub mod kg;
 pub mod mes;
+pub mod multi_step;
+pub mod one_shot_kg;
 pub mod pbgi;
 pub mod pbgi_d;
+pub mod random;
 pub mod registry;
 pub mod ts;
 
 pub use crate::gp::Posterior;
+pub use acquirer::{Acquired, Acquirer, AcquisitionParams, Needs, StepInputs};
 pub use analytic::{
     CostConvention, ExpectedImprovement, ExpectedImprovementPerCost, LogExpectedImprovement,
     LogExpectedImprovementPerCost, LogProbabilityOfImprovement, LowerConfidenceBound,
@@ -27,12 +37,12 @@ pub use analytic::{
 };
 pub use bmsei::FantasyTree;
 pub use cost::{
-    CostModel, KnownCost, LinearMeanCost, LogCostBatch, UniformCost, UnknownCost,
+    CostModel, CostSetting, KnownCost, LinearMeanCost, LogCostBatch, UniformCost, UnknownCost,
     fit_log_cost_model,
 };
 pub use pbgi::{Pbgi, PbgiIndex, pbgi_index, pbgi_index_min};
 pub use pbgi_d::PbgiDecay;
-pub use registry::{AcquisitionName, AcquisitionParams, build_pointwise};
+pub use registry::{AcquisitionName, build_pointwise};
 pub use ts::ThompsonSample;
 
 use crate::error::Result;

@@ -1,124 +1,133 @@
 //! One way to name and configure acquisitions, shared by `pandora eval`, studies and experiments.
 //!
-//! Names: `ei`, `log_ei`, `pi`, `log_pi`, `ucb`, `lcb`, `eipc`, `log_eipc`, `eicc`, `log_eicc`,
-//! `pbgi`, `pbgi_d`, `ts`, `random`, `budgeted_ei`, `mes`, `mes_cost`, `kg`, `b_ms_ei`.
-//! [`build_pointwise`] turns a name and its parameters (the values
-//! that depend on the state of a run, such as the incumbent, the iteration, the remaining budget or
-//! PBGI-D's current λ, are passed explicitly) into a [`PointwiseAcquisition`].
+//! ## Definition
+//!
+//! The registry is one table ([`AcquisitionName`], written with the `acquisitions!` macro): each
+//! row is an acquisition's variant, its configuration name and its step recipe, the
+//! [`Acquirer`] a BO step hands the fitted models to. From the table come the enum,
+//! [`AcquisitionName::ALL`] (the documented order), [`AcquisitionName::as_str`] and
+//! [`AcquisitionName::acquirer`], so a name cannot be listed without its recipe, and every
+//! property the rest of the crate asks of an acquisition (does it need the model, the cost
+//! model, may it use a variable-amplitude model, is it pointwise) is asked of its acquirer.
+//!
+//! The pointwise acquisitions share one acquirer, `Pointwise`: [`build_pointwise`] turns a name
+//! and its parameters (the values that depend on the state of a run, such as the incumbent, the
+//! iteration, the remaining budget or PBGI-D's current λ, are passed explicitly) into a
+//! [`PointwiseAcquisition`], which the step maximizes on the model (and the cost model). The
+//! others each have their own file (see [`super::acquirer`]).
+//!
+//! ## Adding an acquisition
+//!
+//! One file with its acquirer, one row here, and (for the configuration schema) one variant of
+//! [`crate::run::spec::PolicySpec`] with its keys; docs/acquisitions.md ("Adding an
+//! acquisition") has a worked example, and a test (`run::spec`,
+//! `registry_spec_and_docs_list_the_same_acquisitions`) checks that the registry, the spec and the
+//! docs' table list the same names.
+//!
+//! ## Degenerate cases
+//!
+//! Unknown names are an error that lists every name; [`build_pointwise`] refuses the names whose
+//! acquirer is not pointwise, saying that the policy step runs them.
 
+use super::OnModel;
 use super::PointwiseAcquisition;
+pub use super::acquirer::AcquisitionParams;
+use super::acquirer::{Acquired, Acquirer, StepInputs};
 use super::analytic::{
     CostConvention, ExpectedImprovement, ExpectedImprovementPerCost, LogExpectedImprovement,
     LogExpectedImprovementPerCost, LogProbabilityOfImprovement, LowerConfidenceBound,
     ProbabilityOfImprovement, UpperConfidenceBound, cost_cooling_alpha, gp_ucb_beta,
 };
-use super::bmsei::FantasyTree;
 use super::budgeted::BudgetedExpectedImprovement;
+use super::kg::KgStep;
+use super::mes::MesStep;
+use super::multi_step::{BmseiStep, MseiStep};
+use super::one_shot_kg::OneShotKgStep;
 use super::pbgi::Pbgi;
+use super::random::RandomSearch;
+use super::ts::ThompsonSampling;
 use crate::error::{Error, Result};
+use crate::optim::domain::maximize_in;
 
-/// The acquisitions Pandora knows by name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum AcquisitionName {
+/// Writes the registry from its rows `(doc) Variant = "name" => acquirer,`: the enum
+/// [`AcquisitionName`], `ALL`, `as_str` and `acquirer`.
+macro_rules! acquisitions {
+    ($($(#[doc = $doc:literal])* $variant:ident = $name:literal => $acquirer:expr,)*) => {
+        /// The acquisitions Pandora knows by name (the registry; see the module docs).
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum AcquisitionName {
+            $($(#[doc = $doc])* $variant,)*
+        }
+
+        impl AcquisitionName {
+            /// Every name, in the documented order.
+            pub const ALL: [AcquisitionName; [$($name),*].len()] = [$(Self::$variant),*];
+
+            /// The configuration name.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $(Self::$variant => $name,)*
+                }
+            }
+
+            /// The step recipe (see [`Acquirer`]).
+            pub fn acquirer(self) -> Box<dyn Acquirer> {
+                match self {
+                    $(Self::$variant => Box::new($acquirer),)*
+                }
+            }
+        }
+    };
+}
+
+acquisitions! {
     /// Expected improvement.
-    Ei,
+    Ei = "ei" => Pointwise(Self::Ei),
     /// Log expected improvement.
-    LogEi,
+    LogEi = "log_ei" => Pointwise(Self::LogEi),
     /// Probability of improvement.
-    Pi,
+    Pi = "pi" => Pointwise(Self::Pi),
     /// Log probability of improvement.
-    LogPi,
+    LogPi = "log_pi" => Pointwise(Self::LogPi),
     /// Upper confidence bound.
-    Ucb,
+    Ucb = "ucb" => Pointwise(Self::Ucb),
     /// Lower confidence bound.
-    Lcb,
+    Lcb = "lcb" => Pointwise(Self::Lcb),
     /// Expected improvement per unit cost.
-    Eipc,
+    Eipc = "eipc" => Pointwise(Self::Eipc),
     /// Log expected improvement per unit cost.
-    LogEipc,
+    LogEipc = "log_eipc" => Pointwise(Self::LogEipc),
     /// Expected improvement with cost cooling (α = remaining / total budget).
-    Eicc,
+    Eicc = "eicc" => Pointwise(Self::Eicc),
     /// Log expected improvement with cost cooling.
-    LogEicc,
+    LogEicc = "log_eicc" => Pointwise(Self::LogEicc),
     /// Pandora's Box Gittins index with a fixed λ.
-    Pbgi,
+    Pbgi = "pbgi" => Pointwise(Self::Pbgi),
     /// PBGI with λ decayed when the Gittins stopping rule fires.
-    PbgiD,
+    PbgiD = "pbgi_d" => Pointwise(Self::PbgiD),
     /// Thompson sampling (a pathwise posterior sample).
-    Ts,
-    /// Uniformly random points.
-    Random,
+    Ts = "ts" => ThompsonSampling,
+    /// Uniformly random points (the design sequence continued).
+    Random = "random" => RandomSearch,
     /// Budget-constrained EI, `EI · P(c ≤ remaining budget)` (B-MS-EI's one-step value).
-    BudgetedEi,
+    BudgetedEi = "budgeted_ei" => Pointwise(Self::BudgetedEi),
     /// Max-value entropy search (Gumbel max values, drawn once per step).
-    Mes,
+    Mes = "mes" => MesStep { per_cost: false },
     /// MES per unit (expected) cost.
-    MesCost,
+    MesCost = "mes_cost" => MesStep { per_cost: true },
     /// Knowledge gradient on a Sobol discretization plus the posterior-mean maximizer.
-    Kg,
+    Kg = "kg" => KgStep,
     /// One-shot knowledge gradient with 64 quasi-random fantasies (BoTorch's `qKnowledgeGradient`).
-    OneShotKg,
+    OneShotKg = "one_shot_kg" => OneShotKgStep,
     /// Budgeted multi-step EI (one-shot scenario tree, unknown costs); the tree is
     /// [`AcquisitionParams::tree`].
-    BMsEi,
+    BMsEi = "b_ms_ei" => BmseiStep,
     /// Multi-step lookahead EI for uniform costs (the same one-shot tree with EI at every stage
     /// and no budget; the PBGI paper's MSEI baseline).
-    MsEi,
+    MsEi = "ms_ei" => MseiStep,
 }
 
 impl AcquisitionName {
-    /// Every name, in the documented order.
-    pub const ALL: [AcquisitionName; 21] = [
-        Self::Ei,
-        Self::LogEi,
-        Self::Pi,
-        Self::LogPi,
-        Self::Ucb,
-        Self::Lcb,
-        Self::Eipc,
-        Self::LogEipc,
-        Self::Eicc,
-        Self::LogEicc,
-        Self::Pbgi,
-        Self::PbgiD,
-        Self::Ts,
-        Self::Random,
-        Self::BudgetedEi,
-        Self::Mes,
-        Self::MesCost,
-        Self::Kg,
-        Self::OneShotKg,
-        Self::BMsEi,
-        Self::MsEi,
-    ];
-
-    /// The configuration name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Ei => "ei",
-            Self::LogEi => "log_ei",
-            Self::Pi => "pi",
-            Self::LogPi => "log_pi",
-            Self::Ucb => "ucb",
-            Self::Lcb => "lcb",
-            Self::Eipc => "eipc",
-            Self::LogEipc => "log_eipc",
-            Self::Eicc => "eicc",
-            Self::LogEicc => "log_eicc",
-            Self::Pbgi => "pbgi",
-            Self::PbgiD => "pbgi_d",
-            Self::Ts => "ts",
-            Self::Random => "random",
-            Self::BudgetedEi => "budgeted_ei",
-            Self::Mes => "mes",
-            Self::MesCost => "mes_cost",
-            Self::Kg => "kg",
-            Self::OneShotKg => "one_shot_kg",
-            Self::BMsEi => "b_ms_ei",
-            Self::MsEi => "ms_ei",
-        }
-    }
-
     /// Parses a configuration name.
     pub fn parse(name: &str) -> Result<Self> {
         Self::ALL
@@ -153,25 +162,14 @@ impl AcquisitionName {
         )
     }
 
-    /// Whether [`build_pointwise`] can build it (the others need the model: `ts`, `random`,
-    /// `mes`, `mes_cost`, `kg`, `b_ms_ei`, `ms_ei` are handled by [`crate::policy::propose`]).
+    /// Whether [`build_pointwise`] can build it (its acquirer is the pointwise one).
     pub fn is_pointwise(self) -> bool {
-        !matches!(
-            self,
-            Self::Ts
-                | Self::Random
-                | Self::Mes
-                | Self::MesCost
-                | Self::Kg
-                | Self::OneShotKg
-                | Self::BMsEi
-                | Self::MsEi
-        )
+        self.acquirer().is_pointwise()
     }
 
-    /// Whether it optimizes a one-shot scenario tree ([`AcquisitionParams::tree`] applies).
-    pub fn uses_tree(self) -> bool {
-        matches!(self, Self::BMsEi | Self::MsEi)
+    /// Whether the step records its λ (PBGI and PBGI-D).
+    pub fn uses_lambda(self) -> bool {
+        matches!(self, Self::Pbgi | Self::PbgiD)
     }
 }
 
@@ -194,36 +192,6 @@ impl<'de> serde::Deserialize<'de> for AcquisitionName {
     }
 }
 
-/// Parameters of an acquisition at one decision (what is not given is an error if needed).
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub struct AcquisitionParams {
-    /// Incumbent value (EI, PI, EIPC families).
-    pub best_f: Option<f64>,
-    /// Fixed UCB/LCB β.
-    pub beta: Option<f64>,
-    /// UCB/LCB schedule index `t` (cumulative cost + 1); β = [`gp_ucb_beta`]`(d, t)`.
-    pub t: Option<f64>,
-    /// Cost exponent α of EIPC/LogEIPC (default 1).
-    pub alpha: Option<f64>,
-    /// Remaining budget (EICC).
-    pub remaining_budget: Option<f64>,
-    /// Total budget (EICC).
-    pub total_budget: Option<f64>,
-    /// λ of PBGI (for PBGI-D: its current λ).
-    pub lambda: Option<f64>,
-    /// Unknown-cost convention of LogEIPC/LogEICC (default inverse) and of cost-weighted MES
-    /// (default expected: divide by `E[c]`).
-    pub convention: Option<CostConvention>,
-    /// B-MS-EI's scenario tree (fantasies per look-ahead stage; default `[1, 1, 1]`).
-    pub tree: Option<FantasyTree>,
-    /// B-MS-EI: apply the refill rule to the previous step's suggested budget when the step
-    /// context carries one (default true, the reference's setting).
-    pub refill: Option<bool>,
-    /// B-MS-EI: warm-start the tree maximization from the previous step's trees when the step
-    /// context carries them (default true, the reference's setting).
-    pub warm_start: Option<bool>,
-}
-
 fn need(v: Option<f64>, field: &str, name: AcquisitionName) -> Result<f64> {
     match v {
         Some(x) if x.is_finite() => Ok(x),
@@ -235,8 +203,9 @@ fn need(v: Option<f64>, field: &str, name: AcquisitionName) -> Result<f64> {
     }
 }
 
-/// Builds the pointwise acquisition `name` for a problem of dimension `d`. Thompson sampling and
-/// random search are not pointwise functions of the posterior and return an error here.
+/// Builds the pointwise acquisition `name` for a problem of dimension `d`. The acquisitions with
+/// their own acquirer (Thompson sampling, random search, MES, KG, the trees) are not pointwise
+/// functions of the posterior and return an error here.
 pub fn build_pointwise(
     name: AcquisitionName,
     p: &AcquisitionParams,
@@ -319,25 +288,38 @@ pub fn build_pointwise(
             best_f: need(p.best_f, "best_f", name)?,
             budget: need(p.remaining_budget, "remaining_budget", name)?,
         }),
-        N::Mes | N::MesCost | N::Kg | N::OneShotKg | N::BMsEi | N::MsEi => {
+        _ => {
             return Err(Error::invalid(
                 "name",
                 format!(
-                    "'{}' needs the model and is built by the policy step, not pointwise",
-                    name.as_str()
-                ),
-            ));
-        }
-        N::Ts | N::Random => {
-            return Err(Error::invalid(
-                "name",
-                format!(
-                    "'{}' is not a function of the posterior mean and variance",
+                    "'{}' is not a function of the posterior mean and variance at a point: the \
+                     policy step runs it on the model",
                     name.as_str()
                 ),
             ));
         }
     })
+}
+
+/// The acquirer of the pointwise acquisitions: [`build_pointwise`] with the step's parameters,
+/// on the model (divided by the cost model, if any), maximized over the step's domain.
+struct Pointwise(AcquisitionName);
+
+impl Acquirer for Pointwise {
+    fn is_pointwise(&self) -> bool {
+        true
+    }
+
+    fn acquire(&self, s: &StepInputs<'_>) -> Result<Acquired> {
+        let model = s.model()?;
+        let acq = build_pointwise(self.0, &s.params, s.d)?;
+        let obj = match s.cost_ref {
+            Some(c) => OnModel::with_cost(model, acq, c),
+            None => OnModel::new(model, acq),
+        };
+        let r = maximize_in(&obj, s.d, s.domain, s.ms, s.seed)?;
+        Ok(Acquired::point(r.x, r.value))
+    }
 }
 
 #[cfg(test)]
@@ -353,6 +335,78 @@ mod tests {
         }
         let e = AcquisitionName::parse("gittins").unwrap_err().to_string();
         assert!(e.contains("pbgi_d") && e.contains("log_eicc"));
+    }
+
+    #[test]
+    fn acquirers_say_what_the_step_prepares() {
+        use super::super::acquirer::Needs;
+        use AcquisitionName as N;
+        for n in AcquisitionName::ALL {
+            let a = n.acquirer();
+            let needs = match n {
+                N::Random => Needs::Nothing,
+                N::Ts => Needs::Objective,
+                _ => Needs::ObjectiveAndCost,
+            };
+            assert_eq!(a.needs(), needs, "{n}");
+            let path_based = matches!(n, N::Ts | N::Kg | N::BMsEi);
+            assert_eq!(a.supports_output_scale(), !path_based, "{n}");
+        }
+        let model_level: Vec<&str> = AcquisitionName::ALL
+            .iter()
+            .filter(|n| !n.is_pointwise())
+            .map(|n| n.as_str())
+            .collect();
+        assert_eq!(
+            model_level,
+            [
+                "ts",
+                "random",
+                "mes",
+                "mes_cost",
+                "kg",
+                "one_shot_kg",
+                "b_ms_ei",
+                "ms_ei"
+            ]
+        );
+    }
+
+    #[test]
+    fn acquirers_without_a_model_name_it_and_random_search_needs_none() {
+        use super::super::CostSetting;
+        use crate::optim::domain::Domain;
+        use crate::optim::multistart::MultiStartOptions;
+        use crate::optim::sobol::design_point;
+        let ms = MultiStartOptions::default();
+        let s = StepInputs {
+            d: 2,
+            model: None,
+            cost_model: None,
+            cost: CostSetting::Uniform,
+            cost_ref: None,
+            params: AcquisitionParams::default(),
+            best_f: 0.0,
+            ms: &ms,
+            seed: 0,
+            domain: Domain::default(),
+            train_x: &[],
+            last_cost: None,
+            carry: None,
+            ts_features: 16,
+            design_seed: 5,
+            design_index: 3,
+        };
+        for n in AcquisitionName::ALL {
+            match n.acquirer().acquire(&s) {
+                Ok(a) => {
+                    assert_eq!(n, AcquisitionName::Random);
+                    assert_eq!(a.x, design_point(2, 3, 5).unwrap());
+                    assert!(a.value.is_nan() && a.carry.is_none());
+                }
+                Err(e) => assert!(e.to_string().contains("model"), "{n}: {e}"),
+            }
+        }
     }
 
     #[test]

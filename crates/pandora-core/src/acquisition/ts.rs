@@ -1,9 +1,19 @@
 //! Thompson sampling: maximize one pathwise sample of the posterior (random Fourier features
 //! for the prior plus Matheron's update, see [`crate::gp::paths`]).
+//!
+//! ## Step
+//!
+//! [`ThompsonSampling`] draws one path of the objective posterior (with the pending points'
+//! fantasies) with `ts_features` features, seeded by `seed ^ 0x7473`, and maximizes it over the
+//! step's domain with the step's multi-start options. It ignores costs ([`Needs::Objective`]: no
+//! cost model is fitted and no cost is predicted) and refuses a variable-amplitude model, whose
+//! prior the stationary features do not sample.
 
+use super::acquirer::{Acquired, Acquirer, Needs, StepInputs};
 use crate::error::Result;
 use crate::gp::ExactGp;
 use crate::gp::paths::PosteriorPath;
+use crate::optim::domain::maximize_in;
 use crate::optim::multistart::Objective;
 use rand::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
@@ -40,6 +50,27 @@ impl Objective for ThompsonSample {
         if self.path.values(xs, out).is_err() {
             out.fill(f64::NAN);
         }
+    }
+}
+
+/// The `ts` acquisition's step (see the module docs).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ThompsonSampling;
+
+impl Acquirer for ThompsonSampling {
+    fn needs(&self) -> Needs {
+        Needs::Objective
+    }
+
+    fn supports_output_scale(&self) -> bool {
+        false
+    }
+
+    fn acquire(&self, s: &StepInputs<'_>) -> Result<Acquired> {
+        let model = s.model()?;
+        let ts = ThompsonSample::draw(model.inner(), s.ts_features, s.seed ^ 0x7473)?;
+        let r = maximize_in(&ts, s.d, s.domain, s.ms, s.seed)?;
+        Ok(Acquired::point(r.x, r.value))
     }
 }
 

@@ -8,7 +8,10 @@
 //!   blocks faster than points ([`Objective::prefers_blocks`]) as one block per round.
 //! - [`mixed`]: the valid points of a cube with one-hot blocks and discrete coordinates
 //!   ([`MixedSpace`]) and maximization over them only ([`maximize_mixed`]).
+//! - [`domain`]: where a BO step may propose ([`Domain`]: the valid points away from pending
+//!   ones) and maximization there ([`maximize_in`]).
 
+pub mod domain;
 pub mod lbfgsb;
 mod lockstep;
 pub mod mixed;
@@ -17,6 +20,7 @@ mod objective;
 pub mod sobol;
 mod sobol_directions;
 
+pub use domain::{Domain, PENDING_EXCLUSION_RADIUS, maximize_in};
 pub use lbfgsb::{
     LbfgsbOptions, LbfgsbResult, LbfgsbWorkspace, Termination, minimize, minimize_with_workspace,
 };
@@ -26,4 +30,4 @@ pub use mixed::{
 pub use multistart::{
     MultiStartOptions, MultiStartResult, Objective, boltzmann_select, maximize, maximize_discrete,
 };
-pub use sobol::{Sobol, scrambled_sobol};
+pub use sobol::{Sobol, design_point, scrambled_sobol};

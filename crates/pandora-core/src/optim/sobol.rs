@@ -170,6 +170,14 @@ pub fn scrambled_sobol(count: usize, dim: usize, seed: u64) -> Result<Vec<f64>> 
     Sobol::scrambled(dim, seed)?.points(count)
 }
 
+/// Point `index` of the initial design: one scrambled Sobol sequence per `seed` (random search
+/// continues the same sequence).
+pub fn design_point(d: usize, index: u64, seed: u64) -> Result<Vec<f64>> {
+    let mut x = vec![0.0; d];
+    Sobol::scrambled(d, seed)?.point(index, &mut x)?;
+    Ok(x)
+}
+
 /// SplitMix64 finalizer: a bijective 64-bit mixer with good avalanche.
 #[inline]
 fn mix(mut z: u64) -> u64 {

@@ -14,7 +14,7 @@ fn parse(text: &str) -> std::result::Result<Section, String> {
 }
 
 #[test]
-fn registry_and_spec_list_the_same_acquisitions() {
+fn registry_spec_and_docs_list_the_same_acquisitions() {
     for n in AcquisitionName::ALL {
         let spec = PolicySpec::bare(n, 1e-3);
         assert_eq!(spec.name(), n);
@@ -32,6 +32,51 @@ fn registry_and_spec_list_the_same_acquisitions() {
         e.contains("unknown variant `gittins`") && e.contains("pbgi_d"),
         "{e}"
     );
+    let docs = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../docs/acquisitions.md"
+    ))
+    .unwrap();
+    assert_eq!(docs_rows(&docs), registry_rows());
+}
+
+/// The registry as docs/acquisitions.md's "Names" table shows it: (name, cost-aware, pointwise).
+fn registry_rows() -> Vec<(String, bool, bool)> {
+    AcquisitionName::ALL
+        .iter()
+        .map(|n| (n.as_str().to_string(), n.is_cost_aware(), n.is_pointwise()))
+        .collect()
+}
+
+/// The rows of the "Names" table of docs/acquisitions.md: `| `name` | what | yes/no | step |`.
+fn docs_rows(docs: &str) -> Vec<(String, bool, bool)> {
+    let names = docs.split("\n## Names\n").nth(1).unwrap_or_default();
+    let names = names.split("\n## ").next().unwrap_or_default();
+    names
+        .lines()
+        .filter(|l| l.starts_with("| `"))
+        .map(|l| {
+            let cells: Vec<&str> = l.trim_matches('|').split(" | ").map(str::trim).collect();
+            let name = cells[0].trim_matches('`').to_string();
+            let cost_aware = cells[cells.len() - 2] == "yes";
+            (name, cost_aware, cells[cells.len() - 1] == "pointwise")
+        })
+        .collect()
+}
+
+#[test]
+fn the_docs_table_parser_sees_a_missing_or_changed_row() {
+    let docs = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../docs/acquisitions.md"
+    ))
+    .unwrap();
+    let rows = docs_rows(&docs);
+    assert_eq!(rows.len(), AcquisitionName::ALL.len());
+    let without_kg = docs.replace("| `kg` |", "| kg |");
+    assert_ne!(docs_rows(&without_kg), registry_rows());
+    let kg_pointwise = docs.replace("no | `kg.rs` |", "no | pointwise |");
+    assert_ne!(docs_rows(&kg_pointwise), registry_rows());
 }
 
 #[test]
