@@ -139,6 +139,7 @@ mod tests {
     fn study(direction: &str) -> Study {
         let config: StudyConfig = serde_json::from_value(serde_json::json!({
             "study": {"name": "curves", "storage": "sqlite::memory:", "direction": direction},
+            "objective": {"kind": "external"},
             "space": [{"name": "lr", "type": "float", "low": 0.0, "high": 2.0}],
         }))
         .unwrap();
@@ -189,7 +190,10 @@ mod tests {
         assert_eq!(max.start_index, core.start.index);
         assert_eq!(max.fallback, Some(0.8));
         // The clearly bad paused curve is not continued.
-        assert!(max.indices[0].unwrap() < max.start_index.max(0.8), "{max:?}");
+        assert!(
+            max.indices[0].unwrap() < max.start_index.max(0.8),
+            "{max:?}"
+        );
         assert_ne!(max.action, ThawAction::Continue { trial: 0, step: 3 });
         assert_eq!(max.dominated, vec![true, false, false, false]);
         // A minimized study of the negated values: the same decision, values negated back.
