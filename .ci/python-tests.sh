@@ -11,7 +11,8 @@ python3 -m venv "$work/venv"
 py="$work/venv/bin/python"
 export PATH="$work/venv/bin:$PATH"   # maturin on PATH for the PEP 517 build
 "$py" -m pip install --quiet --disable-pip-version-check "maturin>=1.9,<2" pytest numpy pandas \
-    optuna==5.0.0 psycopg2-binary==2.9.13   # tests/test_optuna.py (PostgreSQL through psycopg2)
+    optuna==5.0.0 psycopg2-binary==2.9.13 \
+    optuna-dashboard==0.21.0   # tests/test_optuna*.py (PostgreSQL through psycopg2; the dashboard)
 # The CLI for the cross-checks: the binary `cargo test --workspace` built for the CLI's
 # integration tests (target/debug/pandora). Asking for exactly that build again is a no-op after
 # `cargo test --workspace` (as in .ci/run), where `cargo build -p pandora-cli` would rebuild the

@@ -20,7 +20,11 @@ Optuna's ``GPSampler`` needs PyTorch (``pip install torch``); without it use
 
     python examples/python/optuna_compare.py --problem gp8 --seeds 16 --budget 300 --out gp8.json
     python examples/python/optuna_compare.py --problem sklearn --seeds 16 --budget 60 --out sk.json
-    python examples/python/optuna_compare.py --report gp8.json
+    python examples/python/optuna_compare.py --report gp8.json --csv gp8.csv
+
+The report gives, per sampler and at 1/4, 1/2, 3/4 and all of the budget, the regret's median
+and quartiles and its mean ± 2 standard errors over the seeds (the columns of
+docs/results/*.csv), the median sampler overhead per trial and the median number of trials.
 """
 
 import argparse
@@ -125,30 +129,59 @@ def run_one(problem: str, sampler_name: str, seed: int, budget: float):
     return {"trace": trace, "overhead": overhead}
 
 
-def report(path: str) -> None:
-    data = json.load(open(path))
+def summary_rows(data):
+    """Per sampler and fraction of the budget: the regret of the best value found within that
+    cost over the seeds (``n``, median, quartiles, mean and 2 standard errors of the mean), and
+    the median sampler overhead per trial and the median number of trials."""
     budget, problem = data["budget"], data["problem"]
     runs = data["runs"]
+    seeds = sorted(next(iter(runs.values())))
     if problem == "gp8":
-        ref = {seed: GPSample(int(seed)).minimum() for seed in runs["pandora"]}
+        ref = {seed: GPSample(int(seed)).minimum() for seed in seeds}
     else:
         best = max(b for s in runs.values() for r in s.values() for _, b in r["trace"])
-        ref = {seed: best for seed in runs["pandora"]}
-    fractions = (0.25, 0.5, 0.75, 1.0)
-    print(f"{problem}: regret at fractions of the budget {budget} (median [q25, q75] over "
-          f"{len(ref)} seeds), sampler overhead per trial (median, s)")
+        ref = {seed: best for seed in seeds}
+    rows = []
     for name, by_seed in runs.items():
-        cells = []
-        for frac in fractions:
+        overhead = float(np.median([o for r in by_seed.values() for o in r["overhead"]]))
+        trials = float(np.median([len(r["trace"]) for r in by_seed.values()]))
+        for frac in FRACTIONS:
             regrets = []
             for seed, r in by_seed.items():
                 vals = [b for c, b in r["trace"] if c <= frac * budget]
                 if vals:
-                    regrets.append(abs(vals[-1] - ref[seed]))
+                    regrets.append(max(abs(vals[-1] - ref[seed]), 0.0))
+            n = len(regrets)
             q = np.percentile(regrets, [50, 25, 75]) if regrets else [math.nan] * 3
-            cells.append(f"{q[0]:.4f} [{q[1]:.4f}, {q[2]:.4f}]")
-        oh = np.median([o for r in by_seed.values() for o in r["overhead"]])
-        print(f"  {name:8s} " + "  ".join(cells) + f"  overhead {oh:.4f}")
+            mean = float(np.mean(regrets)) if regrets else math.nan
+            se2 = 2.0 * float(np.std(regrets, ddof=1)) / math.sqrt(n) if n > 1 else math.nan
+            rows.append({"problem": problem, "policy": name, "cost": frac * budget, "n": n,
+                         "median": q[0], "q25": q[1], "q75": q[2], "mean": mean, "se2": se2,
+                         "overhead_s": overhead, "trials": trials})
+    return rows
+
+
+def report(path: str, csv_path=None) -> None:
+    data = json.load(open(path))
+    rows = summary_rows(data)
+    print(f"{data['problem']}: regret at fractions of the budget {data['budget']} over the seeds "
+          "(median [q25, q75]; mean ± 2 s.e.), median sampler overhead per trial (s), median "
+          "trials")
+    for r in rows:
+        print(f"  {r['policy']:8s} cost {r['cost']:7.1f}  n {r['n']:2d}  {r['median']:.4f} "
+              f"[{r['q25']:.4f}, {r['q75']:.4f}]  {r['mean']:.4f} ± {r['se2']:.4f}  "
+              f"overhead {r['overhead_s']:.4f}  trials {r['trials']:.0f}")
+    if csv_path:
+        cols = ["problem", "policy", "cost", "n", "median", "q25", "q75", "mean", "se2",
+                "overhead_s", "trials"]
+        with open(csv_path, "w") as f:
+            f.write(",".join(cols) + "\n")
+            for r in rows:
+                f.write(",".join(f"{r[c]:.4g}" if isinstance(r[c], float) else str(r[c])
+                                 for c in cols) + "\n")
+
+
+FRACTIONS = (0.25, 0.5, 0.75, 1.0)
 
 
 def main():
@@ -159,9 +192,10 @@ def main():
     ap.add_argument("--budget", type=float, default=300.0)
     ap.add_argument("--out", default="optuna_compare.json")
     ap.add_argument("--report", default=None, help="print the table of a results file")
+    ap.add_argument("--csv", default=None, help="with --report: write the summary CSV")
     args = ap.parse_args()
     if args.report:
-        report(args.report)
+        report(args.report, args.csv)
         return
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     runs = {}
@@ -174,7 +208,7 @@ def main():
                   flush=True)
     with open(args.out, "w") as f:
         json.dump({"problem": args.problem, "budget": args.budget, "runs": runs}, f)
-    report(args.out)
+    report(args.out, args.csv)
 
 
 if __name__ == "__main__":

@@ -260,6 +260,21 @@ impl NativeStudy {
         })
     }
 
+    /// One decision of the freeze-thaw index policy on learning curves kept elsewhere (an Optuna
+    /// storage), in this study's space and direction: `request_json` is a
+    /// [`crate::freeze_thaw::CurvesRequest`], the result a [`crate::freeze_thaw::CurvesDecision`]
+    /// as JSON. This study's storage is not touched.
+    fn decide_curves(&self, py: Python<'_>, request_json: &str) -> PyResult<String> {
+        let request: crate::freeze_thaw::CurvesRequest =
+            serde_json::from_str(request_json).map_err(json_err)?;
+        py.detach(|| {
+            self.with(|s| {
+                let d = crate::freeze_thaw::decide_curves(s, &request)?;
+                serde_json::to_string(&d).map_err(json_err)
+            })
+        })
+    }
+
     /// Marks running trials silent for longer than `timeout_s` as abandoned; returns their numbers.
     fn abandon_stale(&self, py: Python<'_>, timeout_s: f64) -> PyResult<Vec<u64>> {
         py.detach(|| self.with(|s| s.abandon_stale(timeout_s).map_err(study_err)))

@@ -11,6 +11,7 @@ import pytest
 
 optuna = pytest.importorskip("optuna", reason="optuna is not installed (pip install optuna==5.0.0)")
 
+import pandora  # noqa: E402
 import pandora.optuna as po  # noqa: E402
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -256,3 +257,275 @@ def test_four_processes_on_one_postgresql_storage(tmp_path):
     scheme, rest = url.split("://", 1)
     sep = "&" if "?" in rest else "?"
     _four_workers(f"postgresql+psycopg2://{rest}{sep}options=-csearch_path%3Doptuna_test")
+
+
+# ------------------------------------------------------------------------- budget across workers
+def _two_workers(budget):
+    """Two "workers" (each its own study object and sampler, as two processes would have) on one
+    storage, driven by ask and tell in a chosen interleaving."""
+    storage = optuna.storages.InMemoryStorage()
+    name = "budget"
+    a = optuna.create_study(storage=storage, study_name=name,
+                            sampler=po.PandoraSampler(seed=0, budget=budget, initial_design=2))
+    b = optuna.load_study(study_name=name, storage=storage,
+                          sampler=po.PandoraSampler(seed=1, budget=budget, initial_design=2))
+    return a, b
+
+
+def _sampled(study):
+    """Trials that were handed a point (pruned-before-sampling trials have no params)."""
+    return [t for t in study.trials if t.params]
+
+
+def test_budget_holds_for_a_worker_after_another_was_refused():
+    # Worker A is refused a trial (the budget is committed to running trials): that trial is
+    # pruned before its first suggest and has no params. Worker B then asks while the committed
+    # trials still run. Without the fix, the parameterless pruned trial emptied Optuna's
+    # intersection search space, B's trial was sampled independently (no budget check) and a
+    # fourth point was handed out for a budget of 3 (the 4-process test's 13 trials for 12).
+    a, b = _two_workers(budget=3)
+    t0 = a.ask()
+    a.tell(t0, _quadratic(t0))
+    t1 = a.ask()
+    v1 = _quadratic(t1)
+    t2 = b.ask()
+    v2 = _quadratic(t2)
+    t3 = a.ask()
+    with pytest.raises(optuna.TrialPruned):
+        _quadratic(t3)
+    a.tell(t3, state=optuna.trial.TrialState.PRUNED)
+    t4 = b.ask()
+    with pytest.raises(optuna.TrialPruned):
+        _quadratic(t4)
+    b.tell(t4, state=optuna.trial.TrialState.PRUNED)
+    a.tell(t1, v1)
+    b.tell(t2, v2)
+    assert len(_sampled(a)) == 3
+    assert b.user_attrs["pandora:stop_reason"].startswith("budget exhausted")
+
+
+def test_budget_counts_a_trial_created_but_not_sampled_yet():
+    # Optuna samples a trial at its first suggest, so a trial another worker created is RUNNING
+    # without a point for a while. Here B's decision sees A's unsampled trial: with 1 complete,
+    # 1 running with a point and 1 unsampled, B's trial does not fit a budget of 3.
+    a, b = _two_workers(budget=3)
+    t0 = a.ask()
+    a.tell(t0, _quadratic(t0))
+    t1 = b.ask()
+    v1 = _quadratic(t1)
+    t2 = a.ask()  # created, not sampled
+    t3 = b.ask()
+    with pytest.raises(optuna.TrialPruned):
+        _quadratic(t3)
+    b.tell(t3, state=optuna.trial.TrialState.PRUNED)
+    v2 = _quadratic(t2)  # A's trial gets the last unit of the budget
+    a.tell(t2, v2)
+    b.tell(t1, v1)
+    assert len(_sampled(a)) == 3
+    assert "other trials running" in b.trials[3].user_attrs["pandora:stop_reason"]
+
+
+def test_budget_gates_independent_sampling_before_any_trial_finished():
+    # No trial has finished: there is no relative space and the independent sampler proposes,
+    # but only while the running trials fit the (uniform) budget.
+    a, b = _two_workers(budget=2)
+    t0, t1 = a.ask(), b.ask()
+    v0, v1 = _quadratic(t0), _quadratic(t1)
+    t2 = a.ask()
+    with pytest.raises(optuna.TrialPruned):
+        _quadratic(t2)
+    a.tell(t2, state=optuna.trial.TrialState.PRUNED)
+    a.tell(t0, v0)
+    b.tell(t1, v1)
+    assert len(_sampled(a)) == 2
+
+
+# ---------------------------------------------------------------------------------- the pruner
+T = 8
+
+
+def _curve(x, t):
+    """A learning curve with a known end: asymptote a(x) = 0.8 − (x − 0.3)², from 0.1, at step
+    t = 1..T (the freeze-thaw tests' family in docs/freeze-thaw.md)."""
+    a = 0.8 - (x - 0.3) ** 2
+    return a - (a - 0.1) * math.exp(-t / 2.0)
+
+
+def _add_complete(study, x, steps=T):
+    dist = {"x": optuna.distributions.FloatDistribution(0.0, 1.0)}
+    study.add_trial(optuna.trial.create_trial(
+        params={"x": x}, distributions=dist, value=_curve(x, steps),
+        intermediate_values={s: _curve(x, s + 1) for s in range(steps)}))
+
+
+def _pruner_study(pruner, xs=(0.0, 0.55, 1.0)):
+    study = optuna.create_study(direction="maximize", pruner=pruner)
+    for x in xs:
+        _add_complete(study, x)
+    return study
+
+
+def _run_until_pruned_at(study, x):
+    """Runs a trial at x, reporting its curve step by step until the pruner prunes it: the
+    steps it reported and the finished trial."""
+    study.enqueue_trial({"x": x})
+    trial = study.ask()
+    trial.suggest_float("x", 0.0, 1.0)
+    for s in range(T):
+        trial.report(_curve(x, s + 1), s)
+        if trial.should_prune():
+            return s + 1, study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+    return T, study.tell(trial, _curve(x, T))
+
+
+def test_gittins_pruner_prunes_a_bad_curve_early_and_keeps_a_good_one():
+    # Complete runs at x = 0, 0.55, 1: the best final value 0.7375 (x = 0.55).
+    pruner = po.GittinsPruner(lam=0.002, max_steps=T, n_warmup_steps=1, seed=0, grid_points=41)
+    study = _pruner_study(pruner)
+    # x = 0.95: asymptote 0.378, far below the best complete run: pruned at the first check.
+    steps, bad = _run_until_pruned_at(study, 0.95)
+    assert steps == 2, bad.user_attrs
+    info = bad.user_attrs["pandora:pruner"]
+    assert info["pruned"] and info["index"] <= info["best_complete"] == pytest.approx(
+        _curve(0.55, T))
+    # x = 0.3: the best configuration (asymptote 0.8), above every complete run: trained to
+    # the end, its index above the best complete value at every check.
+    steps, good = _run_until_pruned_at(study, 0.3)
+    assert steps == T, good.user_attrs
+    assert good.state.name == "COMPLETE"
+    info = good.user_attrs["pandora:pruner"]
+    assert not info["pruned"] and info["index"] > info["best_complete"]
+
+
+def test_gittins_pruner_new_configuration_rule_prunes_what_a_new_run_outranks():
+    # The literal comparison with the best new configuration: a fresh configuration's prior
+    # curve outranks even the best configuration's observed curve, so it is pruned too.
+    pruner = po.GittinsPruner(lam=0.002, max_steps=T, n_warmup_steps=1, seed=0, grid_points=41,
+                              rule="new_configuration")
+    study = _pruner_study(pruner)
+    steps, good = _run_until_pruned_at(study, 0.3)
+    info = good.user_attrs["pandora:pruner"]
+    assert steps == 2 and info["pruned"] and info["action"] == "start"
+    assert info["best_complete"] < info["index"] < info["start_index"]
+
+
+def test_gittins_pruner_decision_is_the_native_decision_on_the_studys_curves():
+    # The pruner's inputs rebuilt here from the study by hand (x in [0, 1] is its own unit-cube
+    # coordinate; running, pruned and complete trials are busy; the asked trial first): the
+    # native decision on them is the one the pruner recorded.
+    pruner = po.GittinsPruner(lam=0.002, max_steps=T, seed=4, grid_points=41)
+    study = _pruner_study(pruner)
+    _run_until_pruned_at(study, 0.8)
+    study.enqueue_trial({"x": 0.25})
+    trial = study.ask()
+    trial.suggest_float("x", 0.0, 1.0)
+    for s in range(3):
+        trial.report(_curve(0.25, s + 1), s)
+    pruned = trial.should_prune()
+    info = study.trials[-1].user_attrs["pandora:pruner"]
+    curves = [{"params": {"x": 0.25}, "values": [_curve(0.25, s + 1) for s in range(3)]}]
+    for t in study.trials[:-1]:
+        values = [t.intermediate_values[s] for s in sorted(t.intermediate_values)]
+        curves.append({"params": {"x": t.params["x"]}, "values": values, "busy": True})
+    native = pandora.Study.create("check", "sqlite::memory:",
+                                  space={"x": {"type": "float", "low": 0.0, "high": 1.0}})._native
+    request = {"curves": curves, "positions": [float(s) for s in range(1, T + 1)],
+               "lambda": 0.002, "grid_points": 41, "seed": 4}
+    out = json.loads(native.decide_curves(json.dumps(request)))
+    assert info["index"] == out["indices"][0]
+    assert info["start_index"] == out["start_index"]
+    assert info["best_complete"] == out["fallback"] == pytest.approx(_curve(0.55, T))
+    assert info["action"] == out["action"]["action"]
+    assert pruned == out["dominated"][0] == (out["indices"][0] <= out["fallback"])
+    assert info["curves"] == len(curves) == 5
+
+
+def test_gittins_pruner_in_study_optimize_and_for_a_minimized_objective():
+    # Losses 1 − curve: the same curves minimized. Optuna's optimize loop with a random sampler.
+    def objective(trial):
+        x = trial.suggest_float("x", 0.0, 1.0)
+        for s in range(T):
+            trial.report(1.0 - _curve(x, s + 1), s)
+            if trial.should_prune():
+                raise optuna.TrialPruned()
+        return 1.0 - _curve(x, T)
+
+    pruner = po.GittinsPruner(lam=0.002, max_steps=T, n_startup_trials=2, seed=0,
+                              grid_points=41)
+    study = optuna.create_study(direction="minimize", pruner=pruner,
+                                sampler=optuna.samplers.RandomSampler(seed=3))
+    study.optimize(objective, n_trials=12)
+    states = [t.state.name for t in study.trials]
+    assert states[:2] == ["COMPLETE", "COMPLETE"]  # the startup trials
+    assert states.count("PRUNED") >= 3, states
+    for t in study.trials:
+        info = t.user_attrs.get("pandora:pruner")
+        if t.state.name == "PRUNED":
+            assert info["pruned"] and info["step"] < T
+            # A loss index: pruned when it is no better than the best complete loss.
+            assert info["index"] >= info["best_complete"]
+    # Steps spent: far fewer than 12 full runs.
+    assert sum(len(t.intermediate_values) for t in study.trials) < 0.75 * 12 * T
+
+
+def test_gittins_pruner_argument_errors_name_the_argument():
+    with pytest.raises(ValueError, match="lam"):
+        po.GittinsPruner(lam=0.0, max_steps=5)
+    with pytest.raises(ValueError, match="max_steps and steps"):
+        po.GittinsPruner(lam=0.1)
+    with pytest.raises(ValueError, match="steps"):
+        po.GittinsPruner(lam=0.1, steps=[3, 2])
+    with pytest.raises(ValueError, match="step_weights"):
+        po.GittinsPruner(lam=0.1, max_steps=3, step_weights=[1.0])
+    with pytest.raises(ValueError, match="weights\\[1\\]"):
+        po.GittinsPruner(lam=0.1, max_steps=3, step_weights=[1.0, -1.0, 1.0])
+    with pytest.raises(ValueError, match="rule"):
+        po.GittinsPruner(lam=0.1, max_steps=3, rule="median")
+    with pytest.raises(ValueError, match="grid_points"):
+        po.GittinsPruner(lam=0.1, max_steps=3, grid_points=4)
+
+
+def _pruned_worker(url, name, seed):
+    """One of three workers of a study pruned by GittinsPruner (curves of _curve, 4 trials)."""
+    import time
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+    def objective(trial):
+        x = trial.suggest_float("x", 0.0, 1.0)
+        for s in range(T):
+            time.sleep(0.02)
+            trial.report(_curve(x, s + 1), s)
+            if trial.should_prune():
+                raise optuna.TrialPruned()
+        return _curve(x, T)
+
+    storage = optuna.storages.RDBStorage(url, engine_kwargs={"connect_args": {"timeout": 120}},
+                                         skip_compatibility_check=True, skip_table_creation=True)
+    study = optuna.load_study(study_name=name, storage=storage,
+                              sampler=optuna.samplers.RandomSampler(seed=seed),
+                              pruner=po.GittinsPruner(lam=0.002, max_steps=T, grid_points=41))
+    study.optimize(objective, n_trials=4)
+
+
+def test_gittins_pruner_with_three_processes_on_one_sqlite_storage(tmp_path):
+    url = f"sqlite:///{tmp_path / 'pruned.db'}"
+    name = "pruned"
+    study = optuna.create_study(study_name=name, storage=url, direction="maximize")
+    for x in (0.0, 0.55):
+        _add_complete(study, x)
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(["optuna", "optuna.storages._rdb.models", "pandora.optuna"])
+    procs = [ctx.Process(target=_pruned_worker, args=(url, name, k)) for k in range(3)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=300)
+    assert [p.exitcode for p in procs] == [0, 0, 0]
+    trials = optuna.load_study(study_name=name, storage=url).trials
+    assert len(trials) == 2 + 12
+    infos = [t.user_attrs["pandora:pruner"] for t in trials[2:]
+             if "pandora:pruner" in t.user_attrs]
+    assert any(t.state.name == "PRUNED" for t in trials)
+    assert all(t.user_attrs["pandora:pruner"]["pruned"] for t in trials if t.state.name == "PRUNED")
+    assert max(i["running"] for i in infos) >= 1  # decisions saw other workers' curves

@@ -35,7 +35,11 @@ the trial's first ``suggest_*`` call (the objective has not done its work yet): 
 recorded as pruned with the reason in its user attribute ``pandora:stop_reason``, the study's
 user attribute ``pandora:stop_reason`` says why, and ``study.optimize`` returns.
 
-The freeze-thaw pruner (``GittinsPruner`` in issue 25) is not available yet.
+**Pruning.** :class:`GittinsPruner` answers ``trial.should_prune()`` with the cost-aware
+freeze-thaw index policy of ``pandora_core::freeze_thaw`` (docs/freeze-thaw.md): a trial is
+pruned when the Gittins index of its learning curve is at most the best complete run's value (the
+policy would never continue it again), or, with ``rule="new_configuration"``, whenever the best
+new configuration's index is larger.
 """
 
 from __future__ import annotations
@@ -60,7 +64,6 @@ try:
         IntDistribution,
     )
     from optuna.samplers import BaseSampler, RandomSampler
-    from optuna.search_space import IntersectionSearchSpace
     from optuna.trial import FrozenTrial, TrialState
 except ImportError as _e:  # pragma: no cover - exercised only without optuna
     raise ImportError(
@@ -68,13 +71,15 @@ except ImportError as _e:  # pragma: no cover - exercised only without optuna
 
 from ._study import Study
 
-__all__ = ["PandoraSampler", "StoppingCallback"]
+__all__ = ["GittinsPruner", "PandoraSampler", "StoppingCallback"]
 
 _PARAMS_KEY = "pandora:params"
 _DECISION_KEY = "pandora:decision"
 _STATE_KEY = "pandora:state:"
 _STOP_KEY = "pandora:stop_reason"
 _STOPPING_PREFIX = "pandora:stopping:"
+_PRUNER_KEY = "pandora:pruner"
+_REFUSED_KEY = "pandora:refused"
 
 CostArg = Union[None, str, Callable[[Dict[str, Any]], float]]
 
@@ -296,7 +301,6 @@ class PandoraSampler(BaseSampler):
         # Checks the options now (a study over a one-parameter space), so errors come early.
         self._native_for(_Space({"x": FloatDistribution(0.0, 1.0)}), "minimize")
         self._independent = independent_sampler or RandomSampler(seed=seed)
-        self._intersection = IntersectionSearchSpace(include_pruned=True)
         self._natives: Dict[Any, Any] = {}
         self._cost_cache: Dict[int, float] = {}
         self._last_check: Optional[Dict[str, Any]] = None
@@ -354,8 +358,15 @@ class PandoraSampler(BaseSampler):
     def infer_relative_search_space(self, study: "optuna.Study",
                                     trial: FrozenTrial) -> Dict[str, BaseDistribution]:
         self._raise_error_if_multi_objective(study)
-        return {name: dist for name, dist in self._intersection.calculate(study).items()
-                if not dist.single()}
+        # Optuna's intersection over complete and pruned trials, without the pruned trials that
+        # have no parameter (pruned before their first suggest: the trials this sampler refuses
+        # when the study is finished). One of those would empty the intersection, and every
+        # later trial of every worker would be sampled independently, past the budget.
+        trials = [t for t in study._get_trials(deepcopy=False, use_cache=True,
+                                               states=(TrialState.COMPLETE, TrialState.PRUNED))
+                  if t.params or t.state == TrialState.COMPLETE]
+        space = optuna.search_space.intersection_search_space(trials, include_pruned=True)
+        return {name: dist for name, dist in space.items() if not dist.single()}
 
     def sample_independent(self, study: "optuna.Study", trial: FrozenTrial, param_name: str,
                            param_distribution: BaseDistribution) -> Any:
@@ -365,6 +376,9 @@ class PandoraSampler(BaseSampler):
     def sample_relative(self, study: "optuna.Study", trial: FrozenTrial,
                         search_space: Dict[str, BaseDistribution]) -> Dict[str, Any]:
         if not search_space:
+            # No relative space (no trial has finished yet): the independent sampler proposes,
+            # but only while the budget allows a trial.
+            self._check_budget_without_space(study, trial)
             return {}
         self._raise_error_if_multi_objective(study)
         space = _Space(search_space)
@@ -378,6 +392,11 @@ class PandoraSampler(BaseSampler):
                        for h in [self._history_entry(t, space)] if h is not None]
             state = storage.get_study_system_attrs(study._study_id).get(state_key)
             out = json.loads(native.propose(json.dumps(history), state or "null"))
+            if out["finished"] is None:
+                unseen = self._unseen_running(trials, trial, space)
+                full = self._uniform_budget_full(trials, unseen)
+                if full is not None:
+                    out.update(finished=full, state=None)
             if out["state"] is not None:
                 storage.set_study_system_attr(study._study_id, state_key,
                                               json.dumps(out["state"]))
@@ -386,6 +405,8 @@ class PandoraSampler(BaseSampler):
                                               {"space": space.key, "params": out["params"]})
                 storage.set_trial_system_attr(trial._trial_id, _DECISION_KEY,
                                               json.dumps(out["decision"]))
+            else:  # seen by the next decision as refused, not as a trial still to sample
+                storage.set_trial_system_attr(trial._trial_id, _REFUSED_KEY, True)
         if out["finished"] is not None:
             self._finish(study, trial, out["finished"], out["state"])
         self._last_check = (out["decision"] or {}).get("stopping") or self._last_check
@@ -408,6 +429,56 @@ class PandoraSampler(BaseSampler):
                 spent += self._trial_cost(t) or 0.0
         if spent >= budget:
             self._stop(study, f"budget exhausted: spent {spent:.4f} of {budget:.4f}")
+
+    # ------------------------------------------------------------------ budget
+    def _unseen_running(self, trials: Sequence[FrozenTrial], trial: FrozenTrial,
+                        space: _Space) -> int:
+        """RUNNING trials of other workers that are not points of ``space`` yet: Optuna created
+        them, but they have not been sampled (their first ``suggest_*`` has not run)."""
+        return sum(1 for t in trials
+                   if t.state == TrialState.RUNNING and t.number != trial.number
+                   and not t.system_attrs.get(_REFUSED_KEY)
+                   and self._history_entry(t, space) is None)
+
+    def _uniform_budget_full(self, trials: Sequence[FrozenTrial], unseen: int) -> Optional[str]:
+        """With uniform costs (every trial costs 1), why one more trial does not fit the budget
+        when the ``unseen`` running trials are committed too, else ``None``.
+
+        Pandora's decision commits the running trials it sees (points of the space) to the
+        budget; a trial another worker's Optuna created but has not sampled yet is not one of
+        them, and counting it here closes that window. With unknown costs running trials are not
+        committed (as in a Pandora study), so nothing is added."""
+        budget = self.budget
+        if budget is None or self._cost_kind != "uniform" or unseen == 0:
+            return None
+        spent = sum(1.0 for t in trials if t.state == TrialState.COMPLETE)
+        running = sum(1.0 for t in trials if t.state == TrialState.RUNNING
+                      and not t.system_attrs.get(_REFUSED_KEY))
+        # `running` counts the trial being sampled itself (it is RUNNING).
+        if spent + running > budget * (1.0 + 1e-12):
+            return (f"budget exhausted: spent {spent:.4f} of {budget:.4f} with "
+                    f"{int(running) - 1} other trials running")
+        return None
+
+    def _check_budget_without_space(self, study: "optuna.Study", trial: FrozenTrial) -> None:
+        """The budget gate of a trial sampled independently (no relative space): it starts only
+        while the budget is not spent, and with uniform costs only while the running trials
+        (this one included) fit it; otherwise the study finishes (``TrialPruned``)."""
+        budget = self.budget
+        if budget is None:
+            return
+        with _decision_lock(study):
+            trials = study._storage.get_all_trials(study._study_id, deepcopy=False)
+            spent = sum(self._trial_cost(t) or 0.0 for t in trials if t.state.is_finished())
+            reason = None
+            if spent >= budget:
+                reason = f"budget exhausted: spent {spent:.4f} of {budget:.4f}"
+            else:
+                reason = self._uniform_budget_full(trials, unseen=1)
+            if reason is not None:
+                study._storage.set_trial_system_attr(trial._trial_id, _REFUSED_KEY, True)
+        if reason is not None:
+            self._finish(study, trial, reason, None)
 
     # ------------------------------------------------------------------ history
     def _trial_cost(self, t: FrozenTrial) -> Optional[float]:
@@ -543,3 +614,160 @@ class StoppingCallback:
         if reason is not None:
             study.set_user_attr(_STOP_KEY, reason)
             study.stop()
+
+
+# --------------------------------------------------------------------------------------- pruner
+class GittinsPruner(optuna.pruners.BasePruner):
+    r"""Cost-aware freeze-thaw pruning: a trial goes on while the index policy may still want to
+    continue it.
+
+    At every ``trial.should_prune()`` the pruner reads the study's learning curves (every trial's
+    intermediate values at the schedule's steps) and makes one decision of the index policy of
+    docs/freeze-thaw.md, ``pandora_core::freeze_thaw::decide``, computed in Rust: the
+    learning-curve GP is fitted to the curves, and three numbers are compared on the objective's
+    scale,
+
+    * the Gittins index of continuing this trial (what its remaining steps may still reveal,
+      net of λ times their cost),
+    * the index of the best new configuration (the same, from the model's prior curve at the
+      most promising untried point),
+    * the best complete run's value (trials that reported every step).
+
+    Optuna cannot resume a pruned trial, where freeze-thaw would only pause it. So, by default
+    (``rule="dominated"``), a trial is pruned when the index policy would never continue it
+    again: its index is at most the best complete run's value, which only grows while the trial
+    waits (a paused run is resumed only while its index exceeds the best value in hand). With
+    ``rule="new_configuration"`` the trial is pruned whenever the policy would not continue it
+    now: a new configuration's index is larger, or no step is worth its cost (ties keep it).
+    That rule prunes nearly every trial, since a fresh configuration's prior curve has more
+    option value than a curve already observed (docs/optuna.md has the numbers). Other workers'
+    running trials, pruned and complete trials inform the model but cannot be continued by this
+    decision.
+
+    Args:
+        lam: λ > 0, the objective units one step of weight 1 is worth (if an epoch is worth 0.2
+            accuracy points, ``0.002``). Larger λ prunes sooner.
+        max_steps: the steps of a complete run, reported as Optuna steps ``0 .. max_steps − 1``
+            (``for epoch in range(max_steps): trial.report(v, epoch)``). Give this or ``steps``.
+        steps: the Optuna step numbers of a complete run, in increasing order (e.g. ``[1, 2, 4,
+            8]``). Values reported at other steps are ignored; a trial's curve is the values at
+            the first steps it reported without a gap.
+        positions: the steps on the learning-curve model's time axis (default ``1 .. T``; give
+            e.g. the training-set sizes).
+        step_weights: the relative cost of each step (default 1 each); step ``t`` costs
+            ``λ · step_weights[t]`` in objective units.
+        n_startup_trials: no pruning until this many trials are complete.
+        n_warmup_steps: no pruning of a trial until it has reported more than this many steps.
+        rule: ``"dominated"`` (default) or ``"new_configuration"`` (above).
+        grid_points: grid values per step of each run's Markov chain (odd, default 101).
+        seed: seed of the model fit and of the new configuration's search: a decision is a
+            function of the curves and the seed.
+
+    Each decision is written to the trial's user attribute ``pandora:pruner``: ``step`` (steps
+    reported), ``action`` (``continue``, ``start`` or ``stop``), ``index`` (this trial's),
+    ``start_index``, ``best_complete``, ``curves`` (trials in the model), ``running`` (other
+    workers' running trials among them) and ``pruned``.
+    For a minimized objective the indices are losses (smaller is better, the comparisons
+    above reversed).
+    """
+
+    def __init__(self, lam: float, *, max_steps: Optional[int] = None,
+                 steps: Optional[Sequence[int]] = None,
+                 positions: Optional[Sequence[float]] = None,
+                 step_weights: Optional[Sequence[float]] = None,
+                 n_startup_trials: int = 1, n_warmup_steps: int = 0,
+                 rule: str = "dominated", grid_points: int = 101, seed: int = 0) -> None:
+        if rule not in ("dominated", "new_configuration"):
+            raise ValueError(f"rule: must be 'dominated' or 'new_configuration', got {rule!r}")
+        self._rule = rule
+        if isinstance(lam, bool) or not isinstance(lam, (int, float)) \
+                or not (math.isfinite(lam) and lam > 0):
+            raise ValueError(f"lam: must be a finite number > 0, got {lam!r}")
+        if (max_steps is None) == (steps is None):
+            raise ValueError("give exactly one of max_steps and steps")
+        if steps is None:
+            if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
+                raise ValueError(f"max_steps: must be an int >= 1, got {max_steps!r}")
+            steps = range(max_steps)
+        steps = list(steps)
+        if not steps or any(isinstance(s, bool) or not isinstance(s, int) for s in steps) \
+                or any(b <= a for a, b in zip(steps, steps[1:])):
+            raise ValueError(f"steps: must be increasing ints (at least one), got {steps!r}")
+        for name, v in (("n_startup_trials", n_startup_trials),
+                        ("n_warmup_steps", n_warmup_steps)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise ValueError(f"{name}: must be an int >= 0, got {v!r}")
+        self._steps = steps
+        self._request: Dict[str, Any] = {
+            "positions": [float(p) for p in (positions if positions is not None
+                                             else range(1, len(steps) + 1))],
+            "weights": None if step_weights is None else [float(w) for w in step_weights],
+            "lambda": float(lam), "grid_points": int(grid_points), "seed": int(seed)}
+        for name, v in (("positions", self._request["positions"]),
+                        ("step_weights", self._request["weights"])):
+            if v is not None and len(v) != len(steps):
+                raise ValueError(f"{name}: {len(v)} values for {len(steps)} steps")
+        self._n_startup = n_startup_trials
+        self._n_warmup = n_warmup_steps
+        self._natives: Dict[Any, Any] = {}
+        # Checks λ, the schedule and the grid now, so errors come early.
+        self._decide(_Space({"x": FloatDistribution(0.0, 1.0)}), "maximize",
+                     [{"params": {"x": 0.5}, "values": [0.0]}])
+
+    def curve(self, trial: FrozenTrial) -> List[float]:
+        """The trial's values at the schedule's first steps, up to the first one it has not
+        reported."""
+        out = []
+        for s in self._steps:
+            v = trial.intermediate_values.get(s)
+            if v is None or not math.isfinite(v):
+                break
+            out.append(float(v))
+        return out
+
+    def _decide(self, space: _Space, direction: str,
+                curves: List[Dict[str, Any]]) -> Dict[str, Any]:
+        key = (space.key, direction)
+        if key not in self._natives:
+            self._natives[key] = Study.create("optuna-pruner", "sqlite::memory:",
+                                              space=space.declaration(),
+                                              direction=direction)._native
+        request = dict(self._request, curves=curves)
+        return json.loads(self._natives[key].decide_curves(json.dumps(request)))
+
+    def prune(self, study: "optuna.Study", trial: FrozenTrial) -> bool:
+        if study._is_multi_objective():
+            raise ValueError("GittinsPruner does not support multi-objective studies")
+        values = self.curve(trial)
+        if len(values) <= self._n_warmup or len(values) >= len(self._steps):
+            return False
+        trials = study.get_trials(deepcopy=False)
+        complete = sum(1 for t in trials if t.state == TrialState.COMPLETE)
+        if complete < self._n_startup:
+            return False
+        space = _Space({n: d for n, d in trial.distributions.items() if not d.single()})
+        if not space.params:
+            return False
+        curves = [{"params": space.encode(trial.params), "values": values}]
+        for t in trials:
+            if t.number == trial.number or t.state not in (
+                    TrialState.RUNNING, TrialState.COMPLETE, TrialState.PRUNED):
+                continue
+            params, curve = space.encode(t.params), self.curve(t)
+            if params is not None and curve:
+                curves.append({"params": params, "values": curve, "busy": True})
+        running = sum(1 for t in trials if t.state == TrialState.RUNNING
+                      and t.number != trial.number and self.curve(t))
+        direction = "maximize" if study.direction == optuna.study.StudyDirection.MAXIMIZE \
+            else "minimize"
+        out = self._decide(space, direction, curves)
+        action = out["action"]
+        if self._rule == "dominated":
+            keep = not out["dominated"][0]
+        else:
+            keep = action["action"] == "continue" and action["trial"] == 0
+        study._storage.set_trial_user_attr(trial._trial_id, _PRUNER_KEY, {
+            "step": len(values), "action": action["action"], "index": out["indices"][0],
+            "start_index": out["start_index"], "best_complete": out["fallback"],
+            "curves": len(curves), "running": running, "pruned": not keep})
+        return not keep
