@@ -20,7 +20,7 @@ use pandora_core::cvs::policy::{Decision, Phase, mix_seed};
 use pandora_core::cvs::{CvsProblem, CvsRun, CvsVerdict, SetOptimizer, build_policy};
 use pandora_core::gp::fit::{FitOptions, NoiseSpec, fit};
 use pandora_core::gp::{ExactGp, GpParams, Kernel};
-use pandora_core::policy::{Phase as CorePhase, design_point};
+use pandora_core::policy::Phase as CorePhase;
 use pandora_core::run::Finished;
 use pandora_core::run::record::{CvsRecord, DecisionRecord, HyperRecord, RecordKind, StudyState};
 use rand::SeedableRng;

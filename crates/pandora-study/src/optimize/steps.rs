@@ -46,9 +46,9 @@ pub(crate) fn evaluate(
     dir: Option<&Path>,
     stop: Option<&Shutdown>,
 ) -> Evaluation {
-    let failed = Evaluation::failed;
+    let failed = |reason: String| Evaluation::failed(reason);
     let (Some(from), Some(to)) = (trial.step_from(), trial.step_to) else {
-        return failed("internal error: not a trial with steps");
+        return failed("internal error: not a trial with steps".into());
     };
     let cfg = study.config();
     let name = &cfg.study.name;
