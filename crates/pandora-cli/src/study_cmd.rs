@@ -6,9 +6,9 @@
 use crate::plot;
 use crate::progress::Progress;
 use crate::study_text as text;
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result, anyhow, bail};
 use pandora_study::config::MAX_DURATION_S;
-use pandora_study::optimize::{ConfigObjective, OptimizeOptions, Optimized, optimize};
+use pandora_study::optimize::{ConfigObjective, OptimizeOptions, Optimized, hostname, optimize};
 use pandora_study::shutdown;
 use pandora_study::space::Direction;
 use pandora_study::storage::Storage;

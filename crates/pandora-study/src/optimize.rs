@@ -222,8 +222,8 @@ pub fn optimize(
     })
 }
 
-/// This machine's name (`/etc/hostname`), or "local".
-fn hostname() -> String {
+/// This machine's name (`/etc/hostname`), or "local" (worker names start with it).
+pub fn hostname() -> String {
     std::fs::read_to_string("/etc/hostname")
         .map(|s| s.trim().to_string())
         .ok()
