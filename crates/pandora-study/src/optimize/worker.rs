@@ -276,3 +276,25 @@ impl Workers<'_> {
         r
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn identical_failures_in_a_row_make_a_streak() {
+        let mut s = FailureStreak::default();
+        assert_eq!(s.record(Some("a")), None);
+        assert_eq!(s.record(Some("a")), None);
+        assert_eq!(s.record(Some("b")), None);
+        assert_eq!(s.record(Some("b")), None);
+        assert_eq!(s.record(Some("b")), Some((3, "b")));
+        // Once a trial completed, it takes SAME_FAILURES.
+        let mut s = FailureStreak::default();
+        assert_eq!(s.record(None), None);
+        for _ in 1..SAME_FAILURES {
+            assert_eq!(s.record(Some("a")), None);
+        }
+        assert_eq!(s.record(Some("a")), Some((SAME_FAILURES, "a")));
+    }
+}
