@@ -177,6 +177,15 @@ impl Progress {
     }
 }
 
+impl pandora_study::optimize::Observer for Progress {
+    fn told(&self, worker: &str, trial: &Trial, summary: &Summary) {
+        self.trial(worker, trial, summary);
+    }
+    fn warn(&self, message: &str) {
+        Progress::warn(self, message);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -223,14 +232,5 @@ mod tests {
         };
         assert_eq!(p.position(&s), 300);
         assert_eq!(p.position(&summary([0, 5, 0, 0], 250.0)), BUDGET_TICKS);
-    }
-}
-
-impl pandora_study::optimize::Observer for Progress {
-    fn told(&self, worker: &str, trial: &Trial, summary: &Summary) {
-        self.trial(worker, trial, summary);
-    }
-    fn warn(&self, message: &str) {
-        Progress::warn(self, message);
     }
 }
