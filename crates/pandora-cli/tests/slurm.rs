@@ -288,19 +288,20 @@ fn experiment_grid_as_a_slurm_array_equals_one_process() {
     }
 }
 
-/// Three runs of 40 BO steps each: one per shard of a 3-task array, long enough to be cancelled
-/// mid-way.
+/// Three runs of 54 BO steps each (512 raw samples, 8 restarts): one per shard of a 3-task
+/// array, long enough to be cancelled mid-way. With 34 steps of 64 raw samples and 3 restarts,
+/// a run on a quiet machine could finish between the mid-run check and `scancel` taking effect.
 const LONG: &str = r#"
 [experiment]
 name = "slurm-cancel"
 seeds = 3
-raw_samples = 64
-num_restarts = 3
+raw_samples = 512
+num_restarts = 8
 
 [[problem]]
 objective = "ackley"
 dim = 2
-max_evaluations = 40
+max_evaluations = 60
 
 [[policy]]
 acquisition = "log_ei"
