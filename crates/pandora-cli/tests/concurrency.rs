@@ -221,13 +221,19 @@ fn eight_processes_on_a_categorical_study(storage: &str) {
         .map(|t| t["number"].as_u64().unwrap())
         .collect();
     assert_eq!(numbers, (0..48).collect::<Vec<_>>());
-    let mut seen = HashSet::new();
-    for t in &trials {
-        assert_eq!(t["state"], "complete", "{t}");
-        assert!(
-            seen.insert(t["x"].to_string()),
-            "point handed out twice: {t}"
-        );
+    // No point is handed out while a trial at it is still running (a point may be proposed
+    // again once its evaluation has ended: that is a model decision, not a race).
+    for (j, tj) in trials.iter().enumerate() {
+        assert_eq!(tj["state"], "complete", "{tj}");
+        let created = tj["created_at"].as_f64().unwrap();
+        for ti in &trials[..j] {
+            let running = ti["created_at"].as_f64().unwrap() <= created
+                && ti["finished_at"].as_f64().is_none_or(|f| created < f);
+            assert!(
+                !(running && ti["x"] == tj["x"]),
+                "point handed out twice while running: {ti} and {tj}"
+            );
+        }
     }
     let (pairs, recorded) = pending_pairs(&trials);
     let closest = pairs
