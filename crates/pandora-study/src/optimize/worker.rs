@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, mpsc};
 use std::time::Duration;
 
-/// `the loop` stops, with an error, when its first trials fail this many times in a row with the
+/// The worker loop stops, with an error, when its first trials fail this many times in a row with the
 /// same reason (a command that cannot start, a script that is missing, ...).
 pub const SAME_FAILURES_AT_START: usize = 3;
 /// ... or, after a trial of the loop completed, this many times in a row (something broke).
