@@ -27,6 +27,12 @@ pub struct Args {
     /// Requests let through at once before the rate limit applies.
     #[arg(long, value_name = "N", default_value_t = 400)]
     rate_burst: u32,
+    /// Requests per second one client (peer IP address; IPv6 by /64) is let through on average.
+    #[arg(long, value_name = "N", default_value_t = 100.0)]
+    client_rate_limit: f64,
+    /// Requests one client is let through at once before its rate limit applies.
+    #[arg(long, value_name = "N", default_value_t = 200)]
+    client_rate_burst: u32,
 }
 
 /// Runs the server until SIGINT or SIGTERM.
@@ -36,11 +42,13 @@ pub fn main(args: Args) -> Result<()> {
         .or_else(|| std::env::var(crate::study_cmd::STORAGE_ENV).ok())
         .filter(|s| !s.trim().is_empty())
         .context("--storage URL: required (or the PANDORA_STORAGE_URL environment variable)")?;
-    if !(args.rate_limit.is_finite() && args.rate_limit > 0.0) {
-        anyhow::bail!(
-            "--rate-limit: must be a number > 0, got {}",
-            args.rate_limit
-        );
+    for (flag, rate) in [
+        ("--rate-limit", args.rate_limit),
+        ("--client-rate-limit", args.client_rate_limit),
+    ] {
+        if !(rate.is_finite() && rate > 0.0) {
+            anyhow::bail!("{flag}: must be a number > 0, got {rate}");
+        }
     }
     let mut options = pandora_serve::Options::new(storage);
     if let Some(file) = &args.token_file {
@@ -53,5 +61,7 @@ pub fn main(args: Args) -> Result<()> {
     options.max_body_bytes = args.max_body_bytes;
     options.rate_per_second = args.rate_limit;
     options.rate_burst = args.rate_burst;
+    options.client_rate_per_second = args.client_rate_limit;
+    options.client_rate_burst = args.client_rate_burst;
     Ok(pandora_serve::run(options, args.bind)?)
 }

@@ -3,7 +3,8 @@
 //! page (`--dump-dom` after the page's script ran, `--virtual-time-budget` letting its fetches
 //! finish). The DOM must hold every plot with its points, and the trial count and best value of
 //! `pandora status --json`; a second study whose parameter name and choice are HTML must show
-//! them as text, never as elements. A screenshot of each page is kept in
+//! them as text, never as elements; a third study, with steps, must show each trial's learning
+//! curve and its paused or running state. A screenshot of each page is kept in
 //! `target/dashboard-test/`.
 //!
 //! Needs Chromium: `.ci/run` installs it and sets `PANDORA_TEST_CHROMIUM` (its path) before
@@ -54,6 +55,53 @@ fn evil_study() -> String {
          [[space]]\nname = {EVIL:?}\ntype = \"categorical\"\nchoices = [{EVIL_CHOICE:?}, \"plain\"]\n\
          [cost]\nkind = \"reported\"\n"
     )
+}
+
+/// A study with steps: three configurations of up to 4 steps, 2 per ask.
+const STEPS_STUDY: &str = r#"
+[study]
+name = "ft"
+storage = "sqlite:dash.db"
+direction = "maximize"
+[objective]
+kind = "external"
+[[space]]
+name = "a"
+type = "float"
+low = 0.0
+high = 1.0
+[budget]
+total = 100.0
+max_trials = 3
+[policy]
+initial_design = 3
+seed = 1
+[fidelity]
+max_steps = 4
+lambda = 0.002
+steps_per_ask = 2
+"#;
+
+/// Runs the study with steps of `ft.toml` a little: three configurations started, the first two
+/// run for their two steps (paused), the third told one step (running). Returns the steps told.
+fn run_steps_study(d: &Path) -> usize {
+    std::fs::write(d.join("ft.toml"), STEPS_STUDY).unwrap();
+    let mut told = 0;
+    for k in 0..3u32 {
+        let (code, out, err) = pandora(d, &["ask", "--json", "ft.toml"]);
+        assert_eq!(code, 0, "{err}");
+        let asked: serde_json::Value = serde_json::from_str(&out).unwrap();
+        let n = asked["number"].to_string();
+        let last = if k < 2 { 2 } else { 1 };
+        for step in 1..=last {
+            let (t, v) = (step.to_string(), format!("{}", 0.2 * f64::from(step + k)));
+            let args = ["tell", "ft.toml", &n, "--step", &t, "--objective", &v];
+            let (code, _, err) = pandora(d, &args);
+            assert_eq!(code, 0, "{err}");
+            told += 1;
+        }
+    }
+    told
 }
 
 /// `pandora status --json`'s fields the page must repeat.
@@ -278,6 +326,21 @@ fn the_dashboard_shows_a_study_that_just_ran() {
         &[&arg, "--window-size=1400,1200"],
         &evil_page,
     );
+
+    // A study with steps: the learning curves and the table of paused and running trials.
+    let steps_told = run_steps_study(d);
+    let ft_page = format!("{}/?study=ft", server.url);
+    let ft = chromium(&bin, &profile, &["--dump-dom"], &ft_page);
+    assert_eq!(value_of(&ft, "trial-count"), "3", "{ft}");
+    assert_eq!(value_of(&ft, "paused-count"), "2", "{ft}");
+    assert_eq!(value_of(&ft, "running-count"), "1", "{ft}");
+    assert_eq!(points_of(&ft, "learning-curves"), steps_told);
+    assert_eq!(ft.matches("data-state=\"paused\"").count(), 2, "{ft}");
+    assert_eq!(ft.matches("data-state=\"running\"").count(), 1, "{ft}");
+    let arg = format!("--screenshot={}", shots.join("steps.png").display());
+    chromium(&bin, &profile, &[&arg, "--window-size=1400,1900"], &ft_page);
+    // A study without steps has no such panel.
+    assert!(!dom.contains("data-panel=\"steps\""), "{dom}");
 
     // The list of studies links both.
     let list = chromium(&bin, &profile, &["--dump-dom"], &format!("{}/", server.url));

@@ -578,7 +578,8 @@ fn serve_refuses_unsafe_or_broken_settings() {
     assert!(err.contains("127.0.0.1"), "{err}");
 }
 
-/// A real `pandora serve` on a free loopback port: it answers, and exits 0 on SIGTERM.
+/// A real `pandora serve` on a free loopback port: it answers, and exits 0 on SIGTERM, after
+/// answering the request in flight (half its body sent before the signal, the rest after).
 #[cfg(unix)]
 #[test]
 fn serve_answers_and_stops_on_sigterm() {
@@ -605,12 +606,40 @@ fn serve_answers_and_stops_on_sigterm() {
     let mut reply = String::new();
     conn.read_to_string(&mut reply).unwrap();
     assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
+    let body = "[study]\nname = \"inflight\"\ndirection = \"minimize\"\n[objective]\nkind = \"external\"\n\
+                [[space]]\nname = \"x\"\ntype = \"float\"\nlow = 0.0\nhigh = 1.0\n\
+                [budget]\nmax_trials = 2\n";
+    let (first, second) = body.split_at(body.len() / 2);
+    let mut conn = std::net::TcpStream::connect(&addr).unwrap();
+    write!(
+        conn,
+        "POST /api/studies HTTP/1.1\r\nHost: x\r\nContent-Type: application/toml\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{first}",
+        body.len()
+    )
+    .unwrap();
+    // Let the server read the headers and start the request (it then waits for the body).
+    std::thread::sleep(std::time::Duration::from_millis(300));
     let pid = i32::try_from(child.id()).unwrap();
     // SAFETY: sending a signal to our own child process.
     assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "pandora serve exited with a request in flight"
+    );
+    conn.write_all(second.as_bytes()).unwrap();
+    let mut reply = String::new();
+    conn.read_to_string(&mut reply).unwrap();
+    assert!(reply.starts_with("HTTP/1.1 201"), "{reply}");
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(0), "{status:?}");
     let mut rest = String::new();
     stderr.read_to_string(&mut rest).unwrap();
     assert!(rest.contains("shutting down"), "{rest}");
+    let (code, out, err) = pandora(
+        dir.path(),
+        &["status", "--storage", "sqlite:s.db", "--study", "inflight"],
+    );
+    assert_eq!(code, 0, "{out}{err}");
 }

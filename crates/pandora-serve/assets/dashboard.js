@@ -150,8 +150,10 @@ const H = 250;
 const M = { l: 62, r: 14, t: 36, b: 40 };
 
 // An SVG chart. `spec`: {id, title, x: {label, kind, cats}, y: {label, kind}, series: [{name,
-// kind: "line"|"step"|"dots"|"bars", points: [{x, y, tip, cls}]}], diagonal: bool}. The element
-// carries `data-plot` (the id) and `data-points` (points drawn), which the browser test reads.
+// kind: "line"|"step"|"dots"|"bars", cls, points: [{x, y, tip, cls}]}], diagonal: bool, legend:
+// [{name, cls}]}. A series' `cls` replaces its colour by position; `legend` replaces the legend of
+// the series. The element carries `data-plot` (the id) and `data-points` (points drawn), which
+// the browser test reads.
 function chart(spec) {
   const all = spec.series.flatMap((s) => s.points);
   const xs = all.map((p) => p.x);
@@ -171,8 +173,8 @@ function chart(spec) {
   root.appendChild(svg("text", { class: "title", x: M.l, y: 14 }, spec.title));
   axes(root, sx, sy, spec);
   if (spec.diagonal) diagonal(root, sx, sy, xs);
-  spec.series.forEach((s, i) => drawSeries(root, s, "s" + (i % 4), sx, sy));
-  legend(root, spec.series);
+  spec.series.forEach((s, i) => drawSeries(root, s, s.cls || "s" + (i % 4), sx, sy));
+  legend(root, spec.legend || spec.series);
   return root;
 }
 
@@ -247,7 +249,7 @@ function legend(root, series) {
   for (let i = series.length - 1; i >= 0; i--) {
     const label = series[i].name;
     x -= 7 * label.length + 22;
-    g.appendChild(svg("rect", { class: "s" + (i % 4), x, y: 19, width: 10, height: 10 }));
+    g.appendChild(svg("rect", { class: series[i].cls || "s" + (i % 4), x, y: 19, width: 10, height: 10 }));
     g.appendChild(svg("text", { x: x + 14, y: 28 }, label));
   }
   root.appendChild(g);
@@ -354,6 +356,45 @@ function costModel(trials) {
     x: { label: "predicted cost (log)", kind: "log" }, y: { label: "observed cost (log)", kind: "log" },
     series: [{ name: "trials", kind: "dots", points: pts }], diagonal: true,
   });
+}
+
+// The states a trial with steps can be in, in the order the legend lists them.
+const STEP_STATES = ["running", "paused", "complete", "failed", "abandoned"];
+
+// Learning curves of a study with steps: one line per trial, the value told at each step,
+// coloured by the trial's state (running, paused, complete, failed).
+function learningCurves(setup, trials) {
+  const stepped = trials.filter((t) => Array.isArray(t.steps) && t.steps.length > 0);
+  const series = stepped.map((t) => ({
+    name: "trial " + t.number, kind: "line", cls: "st-" + t.state,
+    points: t.steps.filter((s) => isNum(s.value)).map((s) => ({
+      x: s.step, y: s.value, tip: tipOf(t, "step " + s.step + ", value " + fmt(s.value) + ", cost " + fmt(s.cost)),
+    })),
+  }));
+  const shown = STEP_STATES.filter((st) => stepped.some((t) => t.state === st));
+  return chart({
+    id: "learning-curves", title: "Learning curves (value per step)",
+    x: { label: "step (of " + setup.fidelity.max_steps + ")", kind: "lin" },
+    y: { label: "value (" + setup.direction + ")", kind: "lin" },
+    series, legend: shown.length > 1 ? shown.map((st) => ({ name: st, cls: "st-" + st })) : [],
+  });
+}
+
+// One row per trial with steps: its state, the steps told, the step its run goes to and the last
+// value; paused trials wait for an ask to resume them.
+function stepTable(setup, trials) {
+  const head = el("tr", {}, ["#", "state", "steps told", "run to step", "last value", "worker"]
+    .map((h) => el("th", {}, h)));
+  const rows = trials.filter((t) => isNum(t.step_to)).map((t) => {
+    const steps = t.steps || [];
+    const last = steps.length ? steps[steps.length - 1].value : null;
+    return el("tr", { "data-number": t.number, "data-state": t.state, class: "st-" + t.state },
+      el("td", {}, String(t.number)), el("td", { class: "text" }, t.state),
+      el("td", {}, steps.length + " of " + setup.fidelity.max_steps), el("td", {}, String(t.step_to)),
+      el("td", {}, fmt(last)), el("td", { class: "text" }, t.worker || ""));
+  });
+  return el("div", { class: "tablewrap" },
+    el("table", { class: "trials", id: "step-table" }, el("thead", {}, head), el("tbody", {}, rows)));
 }
 
 function paramKey(v) {
@@ -478,6 +519,9 @@ function studyFacts(setup, status, trials) {
       isNum(total) ? total - s.budget_spent : null),
     fact("lambda-now", "λ", fmt(s.lambda), s.lambda),
   ];
+  if (setup.fidelity) {
+    facts.splice(4, 0, fact("paused-count", "paused", String(s.paused), s.paused));
+  }
   if (s.stopping) {
     facts.push(fact("stopping-now", "stopping " + s.stopping.rule, fmt(s.stopping.value) + " vs " + fmt(s.stopping.threshold)));
   }
@@ -502,6 +546,10 @@ function studyPage(name, setup, status, trials, redraw) {
     panel("lambda", "λ and stopping", el("div", {}, lambdaChart(trials), stoppingChart(trials)),
       setup.stopping ? "The rule stops when its statistic stays below the threshold log λ." : "No stopping rule is configured; λ is the acquisition's (PBGI, PBGI-D or a Gittins CVS policy)."),
     panel("cost-model", "Cost model", costModel(trials), costModelNote(setup, trials)),
+    setup.fidelity ? panel("steps", "Steps", el("div", {}, learningCurves(setup, trials), stepTable(setup, trials)),
+      "Each line is a trial's value at each step it has run (" + setup.fidelity.steps_per_ask +
+      " per ask, " + setup.fidelity.max_steps + " for a complete run), coloured by its state: " +
+      "a paused trial waits for an ask to resume it from its checkpoint.", true) : null,
     panel("params", "Parameters against the objective",
       el("div", { class: "params" }, setup.space.map((p) => paramChart(setup, p, trials))), null, true),
     panel("trials", "Trials", trialTable(setup, trials, bestNumber, redraw),
@@ -525,7 +573,7 @@ async function studyView(name) {
     const status = await api(studyPath(name));
     const trials = await allTrials(name);
     const key = JSON.stringify(status.status) + "|" + trials.length + "|" +
-      trials.map((t) => t.state + (t.finished_at || "")).join(",");
+      trials.map((t) => t.state + (t.finished_at || "") + ":" + (t.steps ? t.steps.length : 0)).join(",");
     document.getElementById("storage").textContent = status.storage;
     if (key !== seen) {
       seen = key;

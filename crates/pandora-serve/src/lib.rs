@@ -14,7 +14,7 @@
 //!
 //! ## How a request runs
 //!
-//! 1. The guard ([`routes`]): the rate limiter, then the bearer token ([`security`]).
+//! 1. The guard ([`routes`]): the rate limiters, then the bearer token ([`security`]).
 //! 2. The handler reads its input into typed values ([`body`]): path, query and body, each error
 //!    naming its field; bodies larger than the limit are refused with 413.
 //! 3. One study call on tokio's blocking pool with a pooled storage connection ([`pool`]).
@@ -30,10 +30,10 @@
 //! ## Security
 //!
 //! Bearer token compared in constant time, no serving beyond loopback without one, a body size
-//! limit and a global rate limit ([`security`]); the storage URL's password never appears in a
-//! response or a log line (only its redacted form is kept for display, [`state::App::shown_url`]);
-//! names of new studies are plain, and a study created over HTTP cannot carry a command
-//! objective ([`body::config`]).
+//! limit and rate limits per client and in all ([`security`]); the storage URL's password never
+//! appears in a response or a log line (only its redacted form is kept for display,
+//! [`state::App::shown_url`]); names of new studies are plain, and a study created over HTTP
+//! cannot carry a command objective ([`body::config`]).
 
 pub mod body;
 pub mod dashboard;
@@ -47,5 +47,5 @@ pub mod state;
 pub use error::ApiError;
 pub use routes::{ROUTES, Route, router};
 pub use security::Token;
-pub use server::{ServeError, run, serve, shutdown_signal};
-pub use state::{App, Options};
+pub use server::{ServeError, run, serve, serve_app, shutdown_signal};
+pub use state::{App, Options, RateLimited};

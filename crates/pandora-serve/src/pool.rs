@@ -9,6 +9,10 @@
 //!
 //! A request whose client disconnects stops waiting, but its blocking call runs to its end: the
 //! storage's transactions are never cut in the middle, so nothing is half-written.
+//!
+//! When the pool is dropped (the server stops), its idle connections are closed on a thread of
+//! their own, never on a thread of tokio's runtime, where closing a PostgreSQL connection (which
+//! blocks) would panic and abort the process.
 
 use crate::error::ApiError;
 use pandora_study::Study;
@@ -24,6 +28,24 @@ pub struct Pool {
     open: Box<Opener>,
     idle: Mutex<Vec<Box<dyn Storage>>>,
     permits: Semaphore,
+}
+
+impl Drop for Pool {
+    /// Closes the idle connections on a thread of their own. The server drops its state, and so
+    /// this pool, on a thread of tokio's runtime when it shuts down; closing a PostgreSQL
+    /// connection blocks (the driver runs a runtime of its own to say goodbye to the server),
+    /// which on a runtime thread panics, and a panic while dropping aborts the process.
+    fn drop(&mut self) {
+        let idle = std::mem::take(
+            self.idle
+                .get_mut()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
+        if !idle.is_empty() {
+            // Joined, so that the connections are closed before the server returns.
+            let _ = std::thread::spawn(move || drop(idle)).join();
+        }
+    }
 }
 
 /// What a blocking call gives back: the connection (if still good) and its result.

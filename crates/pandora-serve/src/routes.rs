@@ -9,11 +9,11 @@ use crate::body;
 use crate::dashboard;
 use crate::error::ApiError;
 use crate::security::{self, check_name};
-use crate::state::App;
+use crate::state::{App, RateLimited};
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, PathRejection};
-use axum::extract::{Path, RawQuery, Request, State};
+use axum::extract::{ConnectInfo, Path, RawQuery, Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -22,6 +22,7 @@ use pandora_study::config::{CostKind, ObjectiveKind};
 use pandora_study::space::{Direction, Param};
 use pandora_study::{Ask, Report, Study, Trial};
 use serde::{Deserialize, Serialize};
+use std::net::SocketAddr;
 
 /// One route: an HTTP method and a path (axum's syntax, `{name}` for a path parameter).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -96,21 +97,15 @@ pub fn router(app: App) -> axum::Router {
         .with_state(app)
 }
 
-/// Rate limit, then token (except for the dashboard's files, which hold no data), then the
-/// request; every response gets `nosniff` and `no-store`.
+/// Rate limits (the client's, then the global one), then token (except for the dashboard's
+/// files, which hold no data), then the request; every response gets `nosniff` and `no-store`.
 async fn guard(State(app): State<App>, req: Request, next: Next) -> Response {
-    let mut response = if let Err(wait) = app.take_rate_token() {
-        let mut r = ApiError::new(
-            StatusCode::TOO_MANY_REQUESTS,
-            None,
-            "too many requests; retry later",
-        )
-        .into_response();
-        let secs = wait.as_secs_f64().ceil().max(1.0) as u64;
-        if let Ok(v) = HeaderValue::from_str(&secs.to_string()) {
-            r.headers_mut().insert(header::RETRY_AFTER, v);
-        }
-        r
+    let peer = req
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|c| c.0.ip());
+    let mut response = if let Err(limited) = app.take_rate_token(peer) {
+        too_many(limited)
     } else if !dashboard::is_asset(req.method(), req.uri().path())
         && !app.authorized(
             req.headers()
@@ -129,6 +124,21 @@ async fn guard(State(app): State<App>, req: Request, next: Next) -> Response {
     );
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     response
+}
+
+/// 429 with `Retry-After` (whole seconds, at least 1).
+fn too_many(limited: RateLimited) -> Response {
+    let message = if limited.per_client {
+        "too many requests from this client; retry later"
+    } else {
+        "too many requests (all clients together); retry later"
+    };
+    let mut r = ApiError::new(StatusCode::TOO_MANY_REQUESTS, None, message).into_response();
+    let secs = limited.wait.as_secs_f64().ceil().max(1.0) as u64;
+    if let Ok(v) = HeaderValue::from_str(&secs.to_string()) {
+        r.headers_mut().insert(header::RETRY_AFTER, v);
+    }
+    r
 }
 
 async fn no_route(method: Method, uri: axum::http::Uri) -> ApiError {
@@ -266,7 +276,16 @@ struct Setup {
     budget: SetupBudget,
     stopping: bool,
     cvs: bool,
+    fidelity: Option<SetupFidelity>,
     space: Vec<Param>,
+}
+
+/// The `[fidelity]` part of [`Setup`] (studies with steps), `null` for other studies.
+#[derive(Debug, Serialize)]
+struct SetupFidelity {
+    max_steps: u32,
+    steps_per_ask: u32,
+    lambda: f64,
 }
 
 /// The budget part of [`Setup`].
@@ -293,6 +312,11 @@ impl Setup {
             },
             stopping: c.policy.stopping.is_some(),
             cvs: c.cvs.is_some(),
+            fidelity: c.fidelity.as_ref().map(|f| SetupFidelity {
+                max_steps: f.max_steps,
+                steps_per_ask: f.steps_per_ask,
+                lambda: f.lambda,
+            }),
             space: study.space().params.clone(),
         }
     }
@@ -334,7 +358,7 @@ pub const DEFAULT_PAGE: u64 = 100;
 /// `GET /api/studies/{name}/trials?offset=N&limit=M`.
 #[derive(Debug, Serialize)]
 struct TrialPage {
-    total: usize,
+    total: u64,
     offset: u64,
     limit: u64,
     trials: Vec<Trial>,
@@ -359,15 +383,15 @@ async fn trials(
             format!("must be between 1 and {MAX_PAGE}, got {limit}"),
         ));
     }
-    let all = app.pool().with_study(name, Study::trials).await?;
-    let total = all.len();
-    let start = usize::try_from(offset).unwrap_or(usize::MAX).min(total);
-    let end = start.saturating_add(limit as usize).min(total);
+    let page = app
+        .pool()
+        .with_study(name, move |study| study.trials_page(offset, limit))
+        .await?;
     Ok(Json(TrialPage {
-        total,
+        total: page.total,
         offset,
         limit,
-        trials: all[start..end].to_vec(),
+        trials: page.trials,
     }))
 }
 
@@ -376,9 +400,9 @@ async fn trial(
     path: Result<Path<(String, String)>, PathRejection>,
 ) -> Result<Json<Trial>, ApiError> {
     let (name, number) = name_and_number(path)?;
-    let all = app.pool().with_study(name, Study::trials).await?;
-    all.into_iter()
-        .find(|t| t.number == number)
+    app.pool()
+        .with_study(name, move |study| study.trial(number))
+        .await?
         .map(Json)
         .ok_or_else(|| ApiError::not_found("number", format!("no trial {number}")))
 }

@@ -15,13 +15,26 @@
 //! therefore refuses to bind anything but a loopback address (`127.0.0.0/8`, `::1`) unless a
 //! token is set ([`check_bind`]).
 //!
-//! # Rate limit
+//! # Rate limits
 //!
-//! One token bucket for the whole server ([`TokenBucket`]): it holds at most `burst` requests and
-//! refills at `per_second`; a request that finds it empty is refused with 429 and `Retry-After`.
-//! It is global, not per client, because what it protects is global: every `ask` fits Gaussian
-//! processes and holds the storage's write lock, and one flooding client slows every worker the
-//! same. Requests refused for the rate do not reach authentication or the storage.
+//! Two kinds of token bucket ([`TokenBucket`]: it holds at most `burst` requests and refills at
+//! `per_second`; a request that finds it empty is refused with 429 and `Retry-After`, the time
+//! until its next token):
+//!
+//! * **Per client** ([`ClientBuckets`]): one bucket per peer address, so that one flooding
+//!   client is refused while the others still get through. The client is the TCP peer's IP
+//!   address; IPv6 addresses count by their /64 prefix (one host usually owns a whole /64 and
+//!   could otherwise take a fresh bucket per address), IPv4-mapped IPv6 addresses as IPv4.
+//!   Behind a reverse proxy every request comes from the proxy's address: give the per-client
+//!   limit the global limit's values there (then it never refuses first). The table is bounded:
+//!   when it holds [`MAX_CLIENTS`] addresses, buckets that have refilled completely (idle
+//!   clients: forgetting them changes nothing) are dropped; clients beyond that, and requests
+//!   without a known peer (in-process calls), share one overflow bucket.
+//! * **Global**: one bucket for the whole server, taken after the client's, because what it
+//!   protects is global: every `ask` fits Gaussian processes and holds the storage's write lock,
+//!   and many clients together can slow every worker as one flooding client would.
+//!
+//! Requests refused for the rate do not reach authentication or the storage.
 //!
 //! # Study names
 //!
@@ -34,7 +47,8 @@
 
 use crate::error::ApiError;
 use axum::http::StatusCode;
-use std::net::SocketAddr;
+use std::collections::HashMap;
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::time::{Duration, Instant};
 use subtle::ConstantTimeEq;
 
@@ -140,6 +154,86 @@ impl TokenBucket {
             let wait = (1.0 - self.tokens) / self.per_second;
             Err(Duration::try_from_secs_f64(wait).unwrap_or(Duration::from_secs(1)))
         }
+    }
+}
+
+impl TokenBucket {
+    /// Whether the bucket is full at `now` (its client has been idle long enough that a fresh
+    /// bucket would behave the same).
+    fn is_full(&self, now: Instant) -> bool {
+        self.last.is_none_or(|last| {
+            let dt = now.saturating_duration_since(last).as_secs_f64();
+            self.tokens + dt * self.per_second >= self.burst
+        })
+    }
+}
+
+/// The most client addresses [`ClientBuckets`] keeps a bucket for.
+pub const MAX_CLIENTS: usize = 4096;
+
+/// The per-client rate limit: a [`TokenBucket`] per client address (see the module docs).
+#[derive(Debug, Clone)]
+pub struct ClientBuckets {
+    per_second: f64,
+    burst: u32,
+    clients: HashMap<IpAddr, TokenBucket>,
+    overflow: TokenBucket,
+}
+
+impl ClientBuckets {
+    /// No clients yet; each gets `burst` requests at once, refilled at `per_second` (finite and
+    /// > 0, checked by the caller's configuration).
+    pub fn new(per_second: f64, burst: u32) -> Self {
+        Self {
+            per_second,
+            burst,
+            clients: HashMap::new(),
+            overflow: TokenBucket::new(per_second, burst),
+        }
+    }
+
+    /// Takes one request's token of `client` (`None`: unknown) at `now`; `Err(wait)` if its
+    /// bucket is empty.
+    pub fn take(&mut self, client: Option<IpAddr>, now: Instant) -> Result<(), Duration> {
+        let Some(key) = client.map(client_key) else {
+            return self.overflow.take(now);
+        };
+        if self.clients.len() >= MAX_CLIENTS && !self.clients.contains_key(&key) {
+            self.clients.retain(|_, b| !b.is_full(now));
+            if self.clients.len() >= MAX_CLIENTS {
+                return self.overflow.take(now);
+            }
+        }
+        let (rate, burst) = (self.per_second, self.burst);
+        self.clients
+            .entry(key)
+            .or_insert_with(|| TokenBucket::new(rate, burst))
+            .take(now)
+    }
+
+    /// How many clients have a bucket.
+    pub fn len(&self) -> usize {
+        self.clients.len()
+    }
+
+    /// Whether no client has a bucket.
+    pub fn is_empty(&self) -> bool {
+        self.clients.is_empty()
+    }
+}
+
+/// The address a client is counted under: IPv4 as it is (also when mapped into IPv6), IPv6 by
+/// its /64 prefix.
+pub fn client_key(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(_) => ip,
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => {
+                let prefix = u128::from(v6) & !((1u128 << 64) - 1);
+                IpAddr::V6(Ipv6Addr::from(prefix))
+            }
+        },
     }
 }
 
@@ -260,6 +354,58 @@ mod tests {
             assert!(b.take(t2).is_ok());
         }
         assert!(b.take(t2).is_err());
+    }
+
+    #[test]
+    fn each_client_has_its_own_bucket() {
+        let t0 = Instant::now();
+        let a: IpAddr = "10.0.0.1".parse().unwrap();
+        let b: IpAddr = "10.0.0.2".parse().unwrap();
+        let mut c = ClientBuckets::new(1.0, 2);
+        assert!(c.take(Some(a), t0).is_ok());
+        assert!(c.take(Some(a), t0).is_ok());
+        let wait = c.take(Some(a), t0).unwrap_err();
+        assert!((wait.as_secs_f64() - 1.0).abs() < 1e-9, "{wait:?}");
+        // Another client is not affected, nor are requests of unknown peers.
+        assert!(c.take(Some(b), t0).is_ok());
+        assert!(c.take(None, t0).is_ok());
+        assert_eq!(c.len(), 2);
+        // One second later, a's next token.
+        let t1 = t0 + Duration::from_secs(1);
+        assert!(c.take(Some(a), t1).is_ok());
+        assert!(c.take(Some(a), t1).is_err());
+    }
+
+    #[test]
+    fn an_ipv6_host_counts_by_its_prefix() {
+        let t0 = Instant::now();
+        let mut c = ClientBuckets::new(1.0, 1);
+        let one: IpAddr = "2001:db8:1:2::1".parse().unwrap();
+        let same_host: IpAddr = "2001:db8:1:2:ffff::9".parse().unwrap();
+        let other: IpAddr = "2001:db8:1:3::1".parse().unwrap();
+        assert!(c.take(Some(one), t0).is_ok());
+        assert!(c.take(Some(same_host), t0).is_err());
+        assert!(c.take(Some(other), t0).is_ok());
+        let mapped: IpAddr = "::ffff:10.0.0.1".parse().unwrap();
+        assert_eq!(client_key(mapped), "10.0.0.1".parse::<IpAddr>().unwrap());
+    }
+
+    #[test]
+    fn the_client_table_stays_bounded() {
+        let t0 = Instant::now();
+        let mut c = ClientBuckets::new(1.0, 1);
+        let ip = |i: usize| IpAddr::from([10, (i >> 16) as u8, (i >> 8) as u8, i as u8]);
+        for i in 0..MAX_CLIENTS {
+            assert!(c.take(Some(ip(i)), t0).is_ok());
+        }
+        // The table is full of busy clients: a new one shares the overflow bucket.
+        assert!(c.take(Some(ip(MAX_CLIENTS)), t0).is_ok());
+        assert!(c.take(Some(ip(MAX_CLIENTS + 1)), t0).is_err());
+        assert_eq!(c.len(), MAX_CLIENTS);
+        // Once they have refilled (idle), they are forgotten and a new client gets a bucket.
+        let later = t0 + Duration::from_secs(10);
+        assert!(c.take(Some(ip(MAX_CLIENTS + 2)), later).is_ok());
+        assert_eq!(c.len(), 1);
     }
 
     #[test]

@@ -53,6 +53,18 @@ pub async fn serve(
         url: shown.clone(),
         source,
     })?;
+    serve_app(App::new(options), bind, shutdown, listening).await
+}
+
+/// Serves `app` (e.g. made with [`App::with_opener`]) on `bind` until `shutdown` resolves, as
+/// [`serve`] does but without checking that the storage opens (the loopback rule is checked).
+pub async fn serve_app(
+    app: App,
+    bind: SocketAddr,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    listening: impl FnOnce(SocketAddr),
+) -> Result<(), ServeError> {
+    check_bind(&bind, app.has_token()).map_err(ServeError::Refused)?;
     let listener = tokio::net::TcpListener::bind(bind)
         .await
         .map_err(|source| ServeError::Io {
@@ -63,15 +75,17 @@ pub async fn serve(
         what: "local address".into(),
         source,
     })?;
-    let auth = if options.token.is_some() {
+    let auth = if app.has_token() {
         "bearer token required"
     } else {
         "no token (loopback only)"
     };
+    let shown = app.shown_url().to_string();
     eprintln!("pandora serve: storage {shown}, listening on http://{addr} ({auth})");
     listening(addr);
-    let app = router(App::new(options));
-    axum::serve(listener, app)
+    // The peer's address goes with each request, for the per-client rate limit.
+    let service = router(app).into_make_service_with_connect_info::<SocketAddr>();
+    axum::serve(listener, service)
         .with_graceful_shutdown(shutdown)
         .await
         .map_err(|source| ServeError::Io {

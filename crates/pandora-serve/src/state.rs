@@ -1,9 +1,10 @@
 //! What every request shares: the storage pool, the storage URL (secret, for connections) and
-//! its redacted form (the only one responses and logs show), the token and the rate limiter.
+//! its redacted form (the only one responses and logs show), the token and the rate limiters.
 
 use crate::pool::{Opener, Pool};
-use crate::security::{Token, TokenBucket};
-use std::sync::{Arc, Mutex};
+use crate::security::{ClientBuckets, Token, TokenBucket};
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 /// The server's settings (`Debug` shows the storage URL redacted).
@@ -19,6 +20,10 @@ pub struct Options {
     pub rate_per_second: f64,
     /// Requests the rate limiter lets through at once.
     pub rate_burst: u32,
+    /// Requests per second one client (peer address) is let through on average.
+    pub client_rate_per_second: f64,
+    /// Requests one client is let through at once.
+    pub client_rate_burst: u32,
     /// Storage connections in use at once (study calls beyond wait).
     pub max_connections: usize,
 }
@@ -34,6 +39,8 @@ impl std::fmt::Debug for Options {
             .field("max_body_bytes", &self.max_body_bytes)
             .field("rate_per_second", &self.rate_per_second)
             .field("rate_burst", &self.rate_burst)
+            .field("client_rate_per_second", &self.client_rate_per_second)
+            .field("client_rate_burst", &self.client_rate_burst)
             .field("max_connections", &self.max_connections)
             .finish()
     }
@@ -41,7 +48,7 @@ impl std::fmt::Debug for Options {
 
 impl Options {
     /// The defaults for `storage_url`: no token, 1 MiB bodies, 200 requests/s with bursts of
-    /// 400, 8 connections.
+    /// 400 in all, 100 requests/s with bursts of 200 per client, 8 connections.
     pub fn new(storage_url: impl Into<String>) -> Self {
         Self {
             storage_url: storage_url.into(),
@@ -49,6 +56,8 @@ impl Options {
             max_body_bytes: 1 << 20,
             rate_per_second: 200.0,
             rate_burst: 400,
+            client_rate_per_second: 100.0,
+            client_rate_burst: 200,
             max_connections: 8,
         }
     }
@@ -64,6 +73,7 @@ struct Inner {
     shown_url: String,
     token: Option<Token>,
     bucket: Mutex<TokenBucket>,
+    clients: Mutex<ClientBuckets>,
     max_body_bytes: usize,
 }
 
@@ -78,17 +88,15 @@ impl App {
     /// The state of a server whose connections come from `open` (tests: a PostgreSQL URL shown,
     /// an SQLite file used).
     pub fn with_opener(options: Options, open: Box<Opener>) -> Self {
-        let rate = if options.rate_per_second.is_finite() && options.rate_per_second > 0.0 {
-            options.rate_per_second
-        } else {
-            1.0
-        };
+        let rate = positive_or_one(options.rate_per_second);
+        let client_rate = positive_or_one(options.client_rate_per_second);
         Self(Arc::new(Inner {
             pool: Arc::new(Pool::new(open, options.max_connections)),
             shown_url: pandora_study::redact::redact_url(&options.storage_url),
             url: options.storage_url,
             token: options.token,
             bucket: Mutex::new(TokenBucket::new(rate, options.rate_burst)),
+            clients: Mutex::new(ClientBuckets::new(client_rate, options.client_rate_burst)),
             max_body_bytes: options.max_body_bytes,
         }))
     }
@@ -113,17 +121,55 @@ impl App {
         self.0.max_body_bytes
     }
 
+    /// Whether requests must carry the bearer token.
+    pub fn has_token(&self) -> bool {
+        self.0.token.is_some()
+    }
+
     /// Whether a request with this `Authorization` header may go on.
     pub fn authorized(&self, header: Option<&[u8]>) -> bool {
         self.0.token.as_ref().is_none_or(|t| t.accepts(header))
     }
 
-    /// Takes a token of the rate limiter now; `Err(wait)` if there is none.
-    pub fn take_rate_token(&self) -> Result<(), Duration> {
-        match self.0.bucket.lock() {
-            Ok(mut b) => b.take(Instant::now()),
-            // A poisoned lock (a panic while holding it) cannot leave the bucket inconsistent.
-            Err(p) => p.into_inner().take(Instant::now()),
-        }
+    /// Takes a token of `client`'s bucket (`None`: the peer is unknown), then one of the global
+    /// bucket, now; `Err` says which limit refused and the wait until its next token.
+    pub fn take_rate_token(&self, client: Option<IpAddr>) -> Result<(), RateLimited> {
+        let now = Instant::now();
+        relock(&self.0.clients)
+            .take(client, now)
+            .map_err(|wait| RateLimited {
+                per_client: true,
+                wait,
+            })?;
+        relock(&self.0.bucket)
+            .take(now)
+            .map_err(|wait| RateLimited {
+                per_client: false,
+                wait,
+            })
+    }
+}
+
+/// A request refused by a rate limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RateLimited {
+    /// The client's own limit refused it (else the global one).
+    pub per_client: bool,
+    /// The time until the refusing bucket has a token again.
+    pub wait: Duration,
+}
+
+/// Locks a rate limiter's mutex; a poisoned lock (a panic while holding it) cannot leave a
+/// bucket inconsistent, so it is used as it is.
+fn relock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// A rate from the options: finite and > 0 (the CLI checks), else 1 per second.
+fn positive_or_one(rate: f64) -> f64 {
+    if rate.is_finite() && rate > 0.0 {
+        rate
+    } else {
+        1.0
     }
 }

@@ -258,8 +258,20 @@ async fn create_then_ask_and_tell_until_the_budget_ends() {
     assert_eq!(numbers, [2, 3, 4]);
     let p: Page = get(&s, "/api/studies/demo/trials?offset=99").await.json();
     assert!(p.trials.is_empty());
+    assert_eq!(p.total, 6);
+    let p: Page = get(&s, &format!("/api/studies/demo/trials?offset={}", u64::MAX))
+        .await
+        .json();
+    assert_eq!((p.total, p.trials.len()), (6, 0));
+    let p: Page = get(&s, "/api/studies/demo/trials?offset=5&limit=1000")
+        .await
+        .json();
+    assert_eq!(p.trials.iter().map(|t| t.number).collect::<Vec<_>>(), [5]);
     let one: TrialOut = get(&s, "/api/studies/demo/trials/4").await.json();
     assert_eq!(one.number, 4);
+    let r = get(&s, "/api/studies/demo/trials/6").await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND, "{}", r.body);
+    assert_eq!(r.error_field().as_deref(), Some("number"));
 
     let csv = get(&s, "/api/studies/demo/export?format=csv").await;
     assert_eq!(csv.status, StatusCode::OK);
@@ -668,6 +680,102 @@ async fn the_rate_limit_refuses_with_429() {
     assert!(r.headers.contains_key(header::RETRY_AFTER));
 }
 
+/// `GET /api/studies` as the peer `ip` (the address the real server gives each request).
+async fn get_from(s: &Server, ip: &str) -> Reply {
+    let peer: std::net::SocketAddr = format!("{ip}:40000").parse().unwrap();
+    let req = Request::builder()
+        .uri("/api/studies")
+        .extension(axum::extract::ConnectInfo(peer))
+        .body(Body::empty())
+        .unwrap();
+    let resp = s.router.clone().oneshot(req).await.unwrap();
+    let status = resp.status();
+    let headers = resp.headers().clone();
+    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+    Reply {
+        status,
+        headers,
+        body: String::from_utf8(bytes.to_vec()).unwrap(),
+    }
+}
+
+/// One client over its own limit is refused (429 naming the client's limit) while another one
+/// still gets through; the global limit still caps them all together.
+#[tokio::test]
+async fn a_flooding_client_is_refused_while_others_get_through() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut opts = Options::new(format!("sqlite:{}", dir.path().join("s.db").display()));
+    opts.client_rate_per_second = 1e-6;
+    opts.client_rate_burst = 3;
+    opts.rate_per_second = 1e-6;
+    opts.rate_burst = 6;
+    let s = Server {
+        router: router(App::new(opts)),
+        _dir: dir,
+    };
+    for _ in 0..3 {
+        assert_eq!(get_from(&s, "10.0.0.1").await.status, StatusCode::OK);
+    }
+    let r = get_from(&s, "10.0.0.1").await;
+    assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS, "{}", r.body);
+    assert!(r.headers.contains_key(header::RETRY_AFTER));
+    let e: ErrorBody = r.json();
+    assert!(e.error.message.contains("this client"), "{}", r.body);
+    // Another client still gets through; IPv6 hosts count by their /64.
+    assert_eq!(get_from(&s, "10.0.0.2").await.status, StatusCode::OK);
+    assert_eq!(get_from(&s, "[2001:db8::1]").await.status, StatusCode::OK);
+    assert_eq!(get_from(&s, "[2001:db8::2]").await.status, StatusCode::OK);
+    // Six requests let through in all (the refused one took no global token): the global bucket
+    // is empty now, for everyone.
+    let r = get_from(&s, "10.0.0.3").await;
+    assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS, "{}", r.body);
+    let e: ErrorBody = r.json();
+    assert!(e.error.message.contains("all clients"), "{}", r.body);
+}
+
+/// The real server counts clients by their peer address: a client on 127.0.0.2 that used up its
+/// burst is refused while one on 127.0.0.1 still gets through.
+#[cfg(target_os = "linux")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_real_server_limits_each_peer_address() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let dir = tempfile::tempdir().unwrap();
+    let mut opts = Options::new(format!("sqlite:{}", dir.path().join("s.db").display()));
+    opts.client_rate_per_second = 1e-6;
+    opts.client_rate_burst = 2;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let (addr_tx, addr_rx) = tokio::sync::oneshot::channel();
+    let server = tokio::spawn(pandora_serve::serve(
+        opts,
+        "127.0.0.1:0".parse().unwrap(),
+        async move {
+            let _ = stopped.await;
+        },
+        move |a| {
+            let _ = addr_tx.send(a);
+        },
+    ));
+    let addr = addr_rx.await.unwrap();
+    // Linux routes all of 127.0.0.0/8 to the loopback interface.
+    let status_from = |ip: &'static str| async move {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind(format!("{ip}:0").parse().unwrap()).unwrap();
+        let mut conn = socket.connect(addr).await.unwrap();
+        conn.write_all(b"GET /api/studies HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        let mut reply = String::new();
+        conn.read_to_string(&mut reply).await.unwrap();
+        reply.split_whitespace().nth(1).unwrap_or("").to_string()
+    };
+    assert_eq!(status_from("127.0.0.2").await, "200");
+    assert_eq!(status_from("127.0.0.2").await, "200");
+    assert_eq!(status_from("127.0.0.2").await, "429");
+    assert_eq!(status_from("127.0.0.1").await, "200");
+    stop.send(()).unwrap();
+    server.await.unwrap().unwrap();
+}
+
 /// `docs/openapi.json`'s operations are exactly the router's routes, and each route of the table
 /// is served with its methods (and no other).
 #[tokio::test]
@@ -816,6 +924,64 @@ async fn a_request_in_flight_at_shutdown_finishes() {
     assert!(storage.study_config("inflight").unwrap().is_some());
 }
 
+/// A study call running on the blocking pool when shutdown begins runs to its end, its request
+/// gets its answer and its effect is stored: the storage connection of a `POST /api/studies` is
+/// held open (the opener waits) while shutdown is triggered, then let go.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_study_call_in_flight_at_shutdown_finishes() {
+    use std::sync::{Arc, Mutex, mpsc};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite:{}", dir.path().join("s.db").display());
+    let (entered_tx, entered_rx) = tokio::sync::mpsc::unbounded_channel::<()>();
+    let (go_tx, go_rx) = mpsc::channel::<()>();
+    let go_rx = Arc::new(Mutex::new(go_rx));
+    let open_url = url.clone();
+    let opener = move || {
+        let _ = entered_tx.send(());
+        let _ = go_rx.lock().unwrap().recv();
+        pandora_study::storage::open(&open_url)
+    };
+    let app = App::with_opener(Options::new(url.clone()), Box::new(opener));
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let (addr_tx, addr_rx) = tokio::sync::oneshot::channel();
+    let server = tokio::spawn(pandora_serve::serve_app(
+        app,
+        "127.0.0.1:0".parse().unwrap(),
+        async move {
+            let _ = stopped.await;
+        },
+        move |a| {
+            let _ = addr_tx.send(a);
+        },
+    ));
+    let addr = addr_rx.await.unwrap();
+    let body = toml_config("held", 4);
+    let mut conn = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let head = format!(
+        "POST /api/studies HTTP/1.1\r\nHost: x\r\nContent-Type: application/toml\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    conn.write_all(head.as_bytes()).await.unwrap();
+    let mut entered_rx = entered_rx;
+    entered_rx.recv().await.unwrap();
+    // The request is inside its study call now: shut down, and the server must wait for it.
+    stop.send(()).unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    assert!(
+        !server.is_finished(),
+        "the server stopped with a study call in flight"
+    );
+    go_tx.send(()).unwrap();
+    let mut reply = String::new();
+    conn.read_to_string(&mut reply).await.unwrap();
+    assert!(reply.starts_with("HTTP/1.1 201"), "{reply}");
+    server.await.unwrap().unwrap();
+    let mut storage = pandora_study::storage::open(&url).unwrap();
+    assert!(storage.study_config("held").unwrap().is_some());
+}
+
 /// A study with steps over HTTP: `ask` says which steps to run (`steps`: from, to, resume), `tell`
 /// takes one step at a time (`step`), the trial pauses at the end of its run and a later ask
 /// resumes it; a step told twice is a 4xx naming `step`.
@@ -847,6 +1013,21 @@ async fn steps_of_a_fidelity_study_are_asked_and_told_one_by_one() {
     assert!(r.status.is_client_error(), "{}", r.body);
     let one: serde_json::Value = get(&s, "/api/studies/ft/trials/0").await.json();
     assert_eq!(one["state"], "paused");
+    let values: Vec<f64> = one["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["value"].as_f64().unwrap())
+        .collect();
+    assert_eq!(values, [0.1, 0.2]);
+    let page: serde_json::Value = get(&s, "/api/studies/ft/trials").await.json();
+    assert_eq!(page["trials"][0]["steps"], one["steps"]);
+    // The set-up tells the dashboard to draw the steps.
+    let setup: serde_json::Value = get(&s, "/api/studies/ft/setup").await.json();
+    assert_eq!(
+        setup["fidelity"],
+        serde_json::json!({"max_steps": 4, "steps_per_ask": 2, "lambda": 0.001})
+    );
     // Only one configuration may run (max_trials = 1): the next ask resumes it at step 3.
     let r = post_json(&s, "/api/studies/ft/ask", r#"{"worker": "w2"}"#).await;
     let a: serde_json::Value = r.json();

@@ -218,6 +218,7 @@ async fn html_in_names_and_choices_stays_data() {
     assert_eq!(s.budget.total, Some(50.0));
     assert_eq!(s.budget.max_trials, None);
     assert!(s.budget.count_initial && !s.stopping);
+    assert!(setup.body.contains(r#""fidelity":null"#), "{}", setup.body);
     assert_eq!(s.space[0].kind, "categorical");
     assert_eq!(s.space[0].name, EVIL);
     assert_eq!(s.space[0].choices.as_deref().unwrap()[0], EVIL_CHOICE);

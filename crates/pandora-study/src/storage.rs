@@ -65,6 +65,13 @@ pub trait Storage: Send {
     /// All trials of the study, by number.
     fn trials(&mut self, study: &str) -> Result<Vec<Trial>>;
 
+    /// One page of the study's trials: those numbered `from` and up, at most `limit` of them, by
+    /// number and with their steps, and how many trials the study has, read in one consistent
+    /// snapshot. Trials are numbered 0, 1, ... without gaps, so this is the page at offset
+    /// `from`; it reads the page's rows only (a range of the `(study, number)` key), whatever the
+    /// study's size. `limit` 0 gives the total only; a `from` past the last trial gives no trials.
+    fn trials_page(&mut self, study: &str, from: u64, limit: u64) -> Result<TrialPage>;
+
     /// Marks a running trial as alive now.
     fn heartbeat(&mut self, study: &str, number: u64) -> Result<()>;
 
@@ -78,6 +85,28 @@ pub trait Storage: Send {
     /// already told or abandoned is left as it is (`false`); a late outcome is recorded as for
     /// [`Storage::abandon_stale`].
     fn abandon(&mut self, study: &str, number: u64, reason: &str) -> Result<bool>;
+}
+
+/// One page of a study's trials ([`Storage::trials_page`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TrialPage {
+    /// How many trials the study has, in the snapshot the page was read from.
+    pub total: u64,
+    /// The page's trials, by number, with their steps.
+    pub trials: Vec<Trial>,
+}
+
+/// Attaches `steps` (trial number and step, by number then step) to the trials of a page (by
+/// number); steps of trials outside the page are skipped.
+pub(crate) fn attach_page_steps(
+    trials: &mut [Trial],
+    steps: impl IntoIterator<Item = (u64, StepReport)>,
+) {
+    for (number, step) in steps {
+        if let Ok(i) = trials.binary_search_by_key(&number, |t| t.number) {
+            trials[i].steps.push(step);
+        }
+    }
 }
 
 /// Opens the storage named by a URL: `sqlite:PATH` (also `sqlite://PATH`, `sqlite::memory:`;

@@ -13,7 +13,7 @@
 use crate::config::{CostKind, StudyConfig, counts_toward_budget};
 use crate::error::{Error, Result};
 use crate::space::SearchSpace;
-use crate::storage::Storage;
+use crate::storage::{Storage, TrialPage};
 use crate::trial::{
     Decided, NewTrial, Outcome, StepOutcome, Told, Trial, TrialCounts, TrialState, finish,
 };
@@ -318,6 +318,19 @@ impl Study {
     /// All trials.
     pub fn trials(&mut self) -> Result<Vec<Trial>> {
         self.storage.trials(&self.config.study.name)
+    }
+
+    /// The trials numbered `from` and up, at most `limit`, and how many there are
+    /// ([`Storage::trials_page`]).
+    pub fn trials_page(&mut self, from: u64, limit: u64) -> Result<TrialPage> {
+        self.storage
+            .trials_page(&self.config.study.name, from, limit)
+    }
+
+    /// Trial `number`, if the study has it.
+    pub fn trial(&mut self, number: u64) -> Result<Option<Trial>> {
+        let page = self.trials_page(number, 1)?;
+        Ok(page.trials.into_iter().find(|t| t.number == number))
     }
 
     fn step_config(&self) -> Result<StepConfig> {

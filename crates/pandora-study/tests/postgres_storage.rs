@@ -19,6 +19,8 @@ use pandora_study::trial::{Ask, Decided};
 use pandora_study::{Error, Finished, NewTrial, Outcome, Trial, TrialState};
 use serde_json::{Value, json};
 
+#[path = "common/pages.rs"]
+mod pages;
 #[path = "common/steps.rs"]
 mod steps;
 
@@ -1066,4 +1068,12 @@ fn trials_with_steps_pause_resume_and_complete() {
     let mut s = db.open();
     let reopen = || -> Box<dyn Storage> { Box::new(db.open()) };
     steps::check_steps(&mut s, &reopen);
+}
+
+#[test]
+#[cfg_attr(not(pandora_postgres), ignore = "set PANDORA_TEST_POSTGRES_URL to run")]
+fn pages_of_trials_are_ranges_of_one_snapshot() {
+    let db = TestSchema::new("pages");
+    let mut s = db.open();
+    pages::check_pages(&mut s);
 }

@@ -11,6 +11,8 @@ use pandora_study::trial::{Ask, Decided};
 use pandora_study::{Error, NewTrial, Outcome, Trial, TrialState};
 use serde_json::{Value, json};
 
+#[path = "common/pages.rs"]
+mod pages;
 #[path = "common/steps.rs"]
 mod steps;
 
@@ -790,6 +792,13 @@ fn trials_with_steps_pause_resume_and_complete() {
     let mut s = SqliteStorage::open(&path).unwrap();
     let reopen = || -> Box<dyn Storage> { Box::new(SqliteStorage::open(&path).unwrap()) };
     steps::check_steps(&mut s, &reopen);
+}
+
+#[test]
+fn pages_of_trials_are_ranges_of_one_snapshot() {
+    let (_dir, path) = temp_db();
+    let mut s = SqliteStorage::open(&path).unwrap();
+    pages::check_pages(&mut s);
 }
 
 #[test]

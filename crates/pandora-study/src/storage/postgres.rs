@@ -76,12 +76,12 @@
 use std::error::Error as _;
 use std::time::Duration;
 
-use postgres::{Client, NoTls, Row, Statement};
+use postgres::{Client, IsolationLevel, NoTls, Row, Statement};
 
 use crate::error::{Error, Result};
 use crate::storage::{
-    Decide, GIVEN_UP_STATE_SQL, Storage, ValidOutcome, apply_step, check_study_name, finite,
-    outcome_cost, redact_url, validate_outcome,
+    Decide, GIVEN_UP_STATE_SQL, Storage, TrialPage, ValidOutcome, apply_step, attach_page_steps,
+    check_study_name, finite, outcome_cost, redact_url, validate_outcome,
 };
 use crate::trial::{
     Ask, Decided, NewTrial, Outcome, StepOutcome, StepReport, Told, Trial, TrialState,
@@ -178,6 +178,9 @@ struct Statements {
     abandon_one: Statement,
     study_steps: Statement,
     trial_steps: Statement,
+    count_trials: Statement,
+    trial_page: Statement,
+    page_steps: Statement,
     insert_step: Statement,
     update_stepped: Statement,
     resume: Statement,
@@ -189,6 +192,14 @@ impl Statements {
         Ok(Self {
             study_steps: c.prepare(&format!("{steps} ORDER BY number, step"))?,
             trial_steps: c.prepare(&format!("{steps} AND number = $2 ORDER BY step"))?,
+            count_trials: c.prepare("SELECT count(*) FROM trials WHERE study = $1")?,
+            trial_page: c.prepare(&format!(
+                "SELECT {TRIAL_COLUMNS} FROM trials WHERE study = $1 AND number >= $2 \
+                 ORDER BY number LIMIT $3"
+            ))?,
+            page_steps: c.prepare(&format!(
+                "{steps} AND number BETWEEN $2 AND $3 ORDER BY number, step"
+            ))?,
             insert_step: c.prepare(
                 "INSERT INTO steps (study, number, step, value, cost, at) \
                  VALUES ($1, $2, $3, $4, $5, $6)",
@@ -964,6 +975,49 @@ impl Storage for PostgresStorage {
         // Steps told after the statement above may show up beyond their trial row's state.
         attach_steps(&mut self.client, &self.st, study, &mut trials)?;
         Ok(trials)
+    }
+
+    /// Reads in a `REPEATABLE READ` read-only transaction: the count, the page and its steps
+    /// come from one snapshot.
+    fn trials_page(&mut self, study: &str, from: u64, limit: u64) -> Result<TrialPage> {
+        check_name("study name", study)?;
+        // Numbers and limits beyond PostgreSQL's BIGINT select everything there is.
+        let from = i64::try_from(from).unwrap_or(i64::MAX);
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let mut tx = self
+            .client
+            .build_transaction()
+            .isolation_level(IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()?;
+        if tx.query_opt(&self.st.study_exists, &[&study])?.is_none() {
+            return Err(Error::NotFound(format!("study {study:?}")));
+        }
+        let total: i64 = tx.query_one(&self.st.count_trials, &[&study])?.try_get(0)?;
+        let mut trials = tx
+            .query(&self.st.trial_page, &[&study, &from, &limit])?
+            .iter()
+            .map(row_to_trial)
+            .collect::<Result<Vec<_>>>()?;
+        if let (Some(first), Some(last)) = (trials.first(), trials.last())
+            && trials.iter().any(|t| t.step_to.is_some())
+        {
+            let (first, last) = (to_sql_number(first.number)?, to_sql_number(last.number)?);
+            let steps = tx
+                .query(&self.st.page_steps, &[&study, &first, &last])?
+                .iter()
+                .map(|row| {
+                    let (number, step) = row_to_step(row)?;
+                    Ok((u64::try_from(number).unwrap_or(u64::MAX), step))
+                })
+                .collect::<Result<Vec<_>>>()?;
+            attach_page_steps(&mut trials, steps);
+        }
+        tx.commit()?;
+        Ok(TrialPage {
+            total: u64::try_from(total).unwrap_or(0),
+            trials,
+        })
     }
 
     /// Refreshes `heartbeat_at`. A trial that is not running (e.g. already abandoned) is an

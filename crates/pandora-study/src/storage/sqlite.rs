@@ -49,8 +49,8 @@ use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, 
 
 use crate::error::{Error, Result};
 use crate::storage::{
-    Decide, GIVEN_UP_STATE_SQL, Storage, ValidOutcome, apply_step, check_study_name, finite, now,
-    outcome_cost, validate_outcome,
+    Decide, GIVEN_UP_STATE_SQL, Storage, TrialPage, ValidOutcome, apply_step, attach_page_steps,
+    check_study_name, finite, now, outcome_cost, validate_outcome,
 };
 use crate::trial::{
     Ask, Decided, NewTrial, Outcome, StepOutcome, StepReport, Told, Trial, TrialState,
@@ -367,24 +367,36 @@ fn row_to_trial(r: &rusqlite::Row<'_>) -> rusqlite::Result<Trial> {
 
 /// All trials of `study`, by number, with their steps (the study's existence is not checked).
 fn load_trials(conn: &Connection, study: &str) -> Result<Vec<Trial>> {
+    load_page(conn, study, 0, u64::MAX)
+}
+
+/// The trials of `study` numbered `from` and up, at most `limit`, by number, with their steps
+/// (the study's existence is not checked). Both reads are ranges of a primary key.
+fn load_page(conn: &Connection, study: &str, from: u64, limit: u64) -> Result<Vec<Trial>> {
+    // Numbers and limits beyond SQLite's signed integers select everything there is.
+    let from = i64::try_from(from).unwrap_or(i64::MAX);
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
     let mut stmt = conn.prepare_cached(&format!(
-        "SELECT {TRIAL_COLUMNS} FROM trials WHERE study = ?1 ORDER BY number"
+        "SELECT {TRIAL_COLUMNS} FROM trials WHERE study = ?1 AND number >= ?2 \
+         ORDER BY number LIMIT ?3"
     ))?;
-    let rows = stmt.query_map([study], row_to_trial)?;
+    let rows = stmt.query_map(params![study, from, limit], row_to_trial)?;
     let mut trials = rows.collect::<rusqlite::Result<Vec<_>>>()?;
+    let (Some(first), Some(last)) = (trials.first(), trials.last()) else {
+        return Ok(trials);
+    };
     if trials.iter().any(|t| t.step_to.is_some()) {
+        let (first, last) = (to_sql_number(first.number)?, to_sql_number(last.number)?);
         let mut stmt = conn.prepare_cached(
             "SELECT number, step, value, cost, at FROM steps WHERE study = ?1 \
-             ORDER BY number, step",
+             AND number BETWEEN ?2 AND ?3 ORDER BY number, step",
         )?;
-        let rows = stmt.query_map([study], |r| Ok((r.get::<_, i64>(0)?, step_of_row(r)?)))?;
-        for row in rows {
-            let (number, step) = row?;
-            // Trials are numbered 0, 1, ... in order, so the number is the index.
-            if let Some(t) = usize::try_from(number).ok().and_then(|i| trials.get_mut(i)) {
-                t.steps.push(step);
-            }
-        }
+        let rows = stmt.query_map(params![study, first, last], |r| {
+            let number = u64::try_from(r.get::<_, i64>(0)?).unwrap_or(u64::MAX);
+            Ok((number, step_of_row(r)?))
+        })?;
+        let steps = rows.collect::<rusqlite::Result<Vec<_>>>()?;
+        attach_page_steps(&mut trials, steps);
     }
     Ok(trials)
 }
@@ -691,6 +703,21 @@ impl Storage for SqliteStorage {
         let trials = load_trials(&tx, study)?;
         tx.commit()?;
         Ok(trials)
+    }
+
+    fn trials_page(&mut self, study: &str, from: u64, limit: u64) -> Result<TrialPage> {
+        // A read transaction gives a consistent snapshot of the count and the page.
+        let tx = self.conn.transaction()?;
+        study_state(&tx, study)?;
+        let total: i64 = tx
+            .prepare_cached("SELECT count(*) FROM trials WHERE study = ?1")?
+            .query_row([study], |r| r.get(0))?;
+        let trials = load_page(&tx, study, from, limit)?;
+        tx.commit()?;
+        Ok(TrialPage {
+            total: u64::try_from(total).unwrap_or(0),
+            trials,
+        })
     }
 
     /// Refreshes `heartbeat_at`. A trial that is not running (e.g. already abandoned) is an
