@@ -1121,7 +1121,7 @@ fn plan_estimates_and_writes_an_sbatch_script() {
     );
 }
 
-/// One run long enough to be caught mid-way (40 BO steps).
+/// One run long enough to be caught mid-way (80 BO steps).
 const LONG: &str = r#"
 [experiment]
 name = "lock-test"
@@ -1132,7 +1132,7 @@ num_restarts = 3
 [[problem]]
 objective = "ackley"
 dim = 2
-max_evaluations = 40
+max_evaluations = 80
 
 [[policy]]
 acquisition = "log_ei"
