@@ -24,8 +24,8 @@
 //! and the reference optima (one per objective × variance × seed, computed by every shard that
 //! has a run needing it) as the shards' shared set-up.
 
-use crate::experiment::config::file_component;
 use crate::experiment::Tally;
+use crate::experiment::config::file_component;
 use crate::experiment::figures::{Statistic, panel};
 use crate::experiment::lock::{Acquired, RunLock};
 use crate::experiment::shard::Shard;
@@ -633,10 +633,7 @@ pub fn main(args: Args) -> Result<()> {
     }
     // The optimum of the expected objective depends on the objective, the variance and the
     // seed (function and bank), not on the costs or the policy: compute each once.
-    let mut keys: Vec<(String, String, u64)> = todo
-        .iter()
-        .map(|r| optimum_key(r))
-        .collect();
+    let mut keys: Vec<(String, String, u64)> = todo.iter().copied().map(optimum_key).collect();
     keys.sort();
     keys.dedup();
     let failures = pool.install(|| -> Result<Tally> {
@@ -658,9 +655,7 @@ pub fn main(args: Args) -> Result<()> {
         }
         let results: Vec<(&RunSpec, Result<Done>)> = todo
             .par_iter()
-            .map(|r| {
-                (*r, run_one(&plan, r, optimum[&optimum_key(r)], &runs_dir))
-            })
+            .map(|r| (*r, run_one(&plan, r, optimum[&optimum_key(r)], &runs_dir)))
             .collect();
         Ok(tally(results))
     })?;

@@ -372,7 +372,10 @@ fn plan_estimates_and_writes_an_sbatch_script() {
     };
     // No records yet: every (setting, policy) group is calibrated, and the optima timed.
     let text = plan(&[]);
-    assert!(text.contains("8 run(s) (2 setting(s) × 2 policy(ies)"), "{text}");
+    assert!(
+        text.contains("8 run(s) (2 setting(s) × 2 policy(ies)"),
+        "{text}"
+    );
     assert_eq!(text.matches("calibration (4 steps)").count(), 4, "{text}");
     assert!(text.contains("hartmann3 moderate var=0.02"), "{text}");
     assert!(text.contains("of reference optima"), "{text}");
@@ -380,9 +383,15 @@ fn plan_estimates_and_writes_an_sbatch_script() {
         text.contains("CPU-hours") && text.contains("longest run"),
         "{text}"
     );
-    assert!(!dir.path().join("out/runs").exists(), "the calibration writes nothing there");
+    assert!(
+        !dir.path().join("out/runs").exists(),
+        "the calibration writes nothing there"
+    );
     // With records, they are the source; complete runs are counted as done.
-    let o = pandora(dir.path(), &["cvs", "c.toml", "--smoke", "--quiet", "--out", "out"]);
+    let o = pandora(
+        dir.path(),
+        &["cvs", "c.toml", "--smoke", "--quiet", "--out", "out"],
+    );
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let text = plan(&[
         "--slurm",
@@ -400,7 +409,10 @@ fn plan_estimates_and_writes_an_sbatch_script() {
         "{text}"
     );
     assert!(text.contains("8 complete already"), "{text}");
-    assert!(!text.contains("of reference optima"), "nothing left to set up: {text}");
+    assert!(
+        !text.contains("of reference optima"),
+        "nothing left to set up: {text}"
+    );
     let sb = std::fs::read_to_string(dir.path().join("grid.sbatch")).unwrap();
     let lines: Vec<&str> = sb.lines().collect();
     assert!(lines.contains(&"#SBATCH --array=0-2%3"), "{sb}");
@@ -420,7 +432,10 @@ fn plan_estimates_and_writes_an_sbatch_script() {
         )
     );
     // Bad options name themselves.
-    let o = pandora(dir.path(), &["cvs", "plan", "c.toml", "--smoke", "--shards", "0"]);
+    let o = pandora(
+        dir.path(),
+        &["cvs", "plan", "c.toml", "--smoke", "--shards", "0"],
+    );
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("--shards must be at least 1"));
 }
@@ -437,7 +452,10 @@ fn a_run_locked_by_another_process_is_skipped_and_named() {
     let lock = std::fs::File::create(runs.join(format!("{name}.lock"))).unwrap();
     lock.try_lock().unwrap();
     std::fs::write(runs.join(format!("{name}.lock")), "pid 4242 on elsewhere\n").unwrap();
-    let o = pandora(dir.path(), &["cvs", "c.toml", "--smoke", "--quiet", "--out", "out"]);
+    let o = pandora(
+        dir.path(),
+        &["cvs", "c.toml", "--smoke", "--quiet", "--out", "out"],
+    );
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success(), "{err}");
     assert!(
@@ -449,11 +467,20 @@ fn a_run_locked_by_another_process_is_skipped_and_named() {
     assert!(!runs.join(name).exists());
     let written = std::fs::read_dir(&runs)
         .unwrap()
-        .filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "json"))
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .path()
+                .extension()
+                .is_some_and(|x| x == "json")
+        })
         .count();
     assert_eq!(written, 7, "the other runs went on");
     drop(lock);
-    let o = pandora(dir.path(), &["cvs", "c.toml", "--smoke", "--quiet", "--out", "out"]);
+    let o = pandora(
+        dir.path(),
+        &["cvs", "c.toml", "--smoke", "--quiet", "--out", "out"],
+    );
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(runs.join(name).exists());
     assert!(

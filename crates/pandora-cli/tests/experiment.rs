@@ -1057,11 +1057,7 @@ fn plan_estimates_and_writes_an_sbatch_script() {
     // No traces yet: every (problem, policy) pair is calibrated.
     let text = plan(&out, &[]);
     assert!(text.contains("12 run(s)"), "{text}");
-    assert_eq!(
-        text.matches("calibration (4 steps)").count(),
-        6,
-        "{text}"
-    );
+    assert_eq!(text.matches("calibration (4 steps)").count(), 6, "{text}");
     assert!(
         text.contains("CPU-hours") && text.contains("longest run"),
         "{text}"
@@ -1165,7 +1161,14 @@ fn wait_for_part(out: &Path, lines: usize, child: &mut std::process::Child) -> P
 /// Starts `pandora experiment CONFIG --out OUT --quiet` in the background.
 fn spawn_experiment(config: &Path, out: &Path) -> std::process::Child {
     pandora()
-        .args(["experiment", config.to_str().unwrap(), "--quiet", "--jobs", "1", "--out"])
+        .args([
+            "experiment",
+            config.to_str().unwrap(),
+            "--quiet",
+            "--jobs",
+            "1",
+            "--out",
+        ])
         .arg(out)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
@@ -1184,7 +1187,11 @@ fn a_second_writer_of_a_run_refuses_it() {
     let out = dir.path().join("out");
     let mut first = spawn_experiment(&config, &out);
     let part = wait_for_part(&out, 10, &mut first);
-    let name = part.file_name().unwrap().to_string_lossy().replace(".part", "");
+    let name = part
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .replace(".part", "");
     let second = pandora()
         .args(["experiment", config.to_str().unwrap(), "--quiet", "--out"])
         .arg(&out)
@@ -1200,13 +1207,20 @@ fn a_second_writer_of_a_run_refuses_it() {
         )),
         "{err}"
     );
-    assert!(err.contains("1 run(s) skipped because another process"), "{err}");
+    assert!(
+        err.contains("1 run(s) skipped because another process"),
+        "{err}"
+    );
     let status = first.wait().unwrap();
     assert!(status.success());
     let reference = dir.path().join("reference");
     run_experiment(&config, &reference, 1);
     let names: Vec<String> = traces(&out).into_keys().collect();
-    assert_eq!(names, vec![name.clone()], "one complete trace, no .part, no lock");
+    assert_eq!(
+        names,
+        vec![name.clone()],
+        "one complete trace, no .part, no lock"
+    );
     assert_eq!(
         stripped(&out.join("traces").join(&name)),
         stripped(&reference.join("traces").join(&name))
@@ -1227,12 +1241,22 @@ fn a_lock_left_by_a_killed_writer_does_not_block() {
     first.wait().unwrap();
     let lock = PathBuf::from(part.to_string_lossy().replace(".part", ".lock"));
     let text = std::fs::read_to_string(&lock).unwrap();
-    assert!(text.starts_with(&format!("pid {} on ", first.id())), "{text}");
+    assert!(
+        text.starts_with(&format!("pid {} on ", first.id())),
+        "{text}"
+    );
     run_experiment(&config, &out, 1);
     let reference = dir.path().join("reference");
     run_experiment(&config, &reference, 1);
-    let name = lock.file_name().unwrap().to_string_lossy().replace(".lock", "");
-    assert_eq!(traces(&out).into_keys().collect::<Vec<_>>(), vec![name.clone()]);
+    let name = lock
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .replace(".lock", "");
+    assert_eq!(
+        traces(&out).into_keys().collect::<Vec<_>>(),
+        vec![name.clone()]
+    );
     assert_eq!(
         stripped(&out.join("traces").join(&name)),
         stripped(&reference.join("traces").join(&name))

@@ -381,7 +381,10 @@ fn cvs_grid_as_a_slurm_array_equals_one_process() {
         let log = std::fs::read_to_string(out.join(format!("slurm/{job}_{k}.out"))).unwrap();
         assert!(log.contains(&format!("shard {k}/3: ")), "task {k}: {log}");
     }
-    assert!(!out.join("summary.csv").exists(), "a task writes no summary");
+    assert!(
+        !out.join("summary.csv").exists(),
+        "a task writes no summary"
+    );
     let (got, want) = (cvs_records(&out), cvs_records(&single));
     assert_eq!(got.len(), 8);
     assert_eq!(got, want, "merged array");

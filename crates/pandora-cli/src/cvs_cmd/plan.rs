@@ -244,10 +244,7 @@ impl Grid for CvsGrid<'_> {
             seconds[k] = timed[objective];
         }
         let note = (!timed.is_empty()).then(|| {
-            let each: Vec<String> = timed
-                .iter()
-                .map(|(o, s)| format!("{o} {s:.1} s"))
-                .collect();
+            let each: Vec<String> = timed.iter().map(|(o, s)| format!("{o} {s:.1} s")).collect();
             format!(
                 "reference optima (one per objective × variance × seed and shard: {})",
                 each.join(", ")

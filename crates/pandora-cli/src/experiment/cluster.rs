@@ -165,8 +165,11 @@ fn rates(
     steps: usize,
 ) -> Result<(Rates, BTreeMap<Group, Source>)> {
     let mut rates = grid.measured(out)?;
-    let mut sources: BTreeMap<Group, Source> =
-        rates.by_pair.keys().map(|k| (*k, Source::Outputs)).collect();
+    let mut sources: BTreeMap<Group, Source> = rates
+        .by_pair
+        .keys()
+        .map(|k| (*k, Source::Outputs))
+        .collect();
     let groups: BTreeSet<Group> = runs.iter().map(|r| r.group).collect();
     for group in groups {
         if sources.contains_key(&group) {

@@ -252,7 +252,6 @@ impl Rates {
             .collect();
         Self { by_pair }
     }
-
 }
 
 impl Rate {

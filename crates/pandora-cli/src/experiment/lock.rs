@@ -186,10 +186,7 @@ mod tests {
         }
         drop(first);
         assert!(!lock_path(&out).exists(), "released locks leave no file");
-        assert!(matches!(
-            RunLock::acquire(&out).unwrap(),
-            Acquired::Held(_)
-        ));
+        assert!(matches!(RunLock::acquire(&out).unwrap(), Acquired::Held(_)));
     }
 
     #[test]

@@ -338,10 +338,10 @@ fn end_reason(f: &Finished, max_evaluations: Option<usize>, bo_steps: u64) -> Re
 pub fn run_one(plan: &Plan, r: &RunSpec, dir: &Path, instances: &Instances) -> Result<RunStatus> {
     let path = dir.join(plan.trace_name(r));
     // A complete trace is never written again: skipped without taking the lock.
-    if path.exists() {
-        if let Err(status) = existing_trace(plan, r, &path)? {
-            return Ok(status);
-        }
+    if path.exists()
+        && let Err(status) = existing_trace(plan, r, &path)?
+    {
+        return Ok(status);
     }
     let _lock = match RunLock::acquire(&path)? {
         Acquired::Held(l) => l,
