@@ -9,15 +9,25 @@
 //!
 //! **Shards.** `--shard K/N` (or a Slurm array task's variables, see
 //! [`crate::experiment::shard`]) runs one cost-balanced share of the grid. A run's weight is
-//! `Σ_{k<T} (10⁴ + m · S · B · (n₀ + k)²)` with `T = ⌈budget / c̄⌉` steps (`c̄` the mean cost of
-//! the cost level's sets), `S` control sets, a bank of `B` rows, `n₀` initial queries, and `m = 0`
-//! for `random` (no model) and 1 otherwise: each step scores every set's bank against a GP on
-//! `n` points. Only the relative sizes matter. `OUT/expected_runs.json` lists every run's file,
-//! so that `summarize` names the runs still missing (a run's file appears only when it ends)
-//! instead of averaging fewer seeds.
+//! `Σ_{k<T} (10⁴ + m · S · B · (n² + 20 n d + 500 d))` at `n = n₀ + k` observations, with
+//! `T = ⌈budget / c̄⌉` decisions (`c̄` the mean cost of the cost level's sets), `S` control sets,
+//! a bank of `B` rows, `n₀` initial queries, dimension `d`, and `m = 0` for `random` (no model)
+//! and 1 otherwise: each decision scores every set's bank against a GP on `n` points (a posterior
+//! at one point costs `n²` for the solve, `20 n d` for the kernel column and `500 d` that does not
+//! grow with `n`, as in [`crate::experiment::estimate`]). Only the relative sizes matter.
+//! `OUT/expected_runs.json` lists every run's file, so that `summarize` names the runs still
+//! missing (a run's file appears only when it ends) instead of averaging fewer seeds.
+//!
+//! **Plan.** `pandora cvs plan` ([`plan`]) is `pandora experiment plan`'s planner
+//! ([`crate::experiment::cluster`]) on this grid: the weight above, in seconds by a rate per
+//! (setting, policy) measured on the run records in the output directory or by a calibration,
+//! and the reference optima (one per objective × variance × seed, computed by every shard that
+//! has a run needing it) as the shards' shared set-up.
 
+use crate::experiment::Tally;
 use crate::experiment::config::file_component;
 use crate::experiment::figures::{Statistic, panel};
+use crate::experiment::lock::{Acquired, RunLock};
 use crate::experiment::shard::Shard;
 use crate::experiment::summary::{PolicySummary, ProblemSummary, stats};
 use crate::plot::{Figure, Legend, Panel, render};
@@ -37,13 +47,16 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
+mod plan;
+
 /// Arguments of `pandora cvs`.
 #[derive(Debug, clap::Args)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct Args {
-    /// Experiment configuration (TOML), or `summarize` followed by an output directory.
-    config: String,
-    /// The output directory for `summarize`.
-    dir: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Option<CvsCommand>,
+    /// Experiment configuration (TOML).
+    config: Option<String>,
     /// Output directory (default `results/NAME`, `results/NAME-smoke` with --smoke).
     #[arg(long)]
     out: Option<PathBuf>,
@@ -60,9 +73,22 @@ pub struct Args {
     /// SLURM_ARRAY_TASK_ID / _COUNT / _MIN when set (`--shard 0/1` runs everything).
     #[arg(long, value_name = "K/N")]
     shard: Option<String>,
-    /// With `summarize`: summarize the runs there even when others of the grid are missing.
-    #[arg(long)]
-    partial: bool,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum CvsCommand {
+    /// Write the summary and figures of an output directory and print its table (refused, naming
+    /// them, while some runs of the grid are missing, unless --partial).
+    Summarize {
+        /// The output directory.
+        dir: PathBuf,
+        /// Summarize the runs there even when others of the grid are missing.
+        #[arg(long)]
+        partial: bool,
+    },
+    /// Estimate the runs, CPU-hours and longest run of a configuration, and write an sbatch
+    /// script for a Slurm array (as `pandora experiment plan`).
+    Plan(crate::experiment::cluster::PlanArgs),
 }
 
 /// The configuration file.
@@ -363,20 +389,53 @@ fn problem_of(plan: &Plan, r: &RunSpec) -> Result<CvsProblem> {
     )?)
 }
 
-/// The shard weight of run `r` (see the module doc).
-fn run_weight(plan: &Plan, r: &RunSpec) -> Result<f64> {
-    let (_, sets, _, _) = objective_setup(&r.objective)?;
+/// The mean cost `c̄` of run `r`'s control sets.
+fn mean_cost(r: &RunSpec) -> Result<f64> {
     let costs = cost_level(&r.cost_level)?.costs();
-    let mean = costs.iter().sum::<f64>() / costs.len() as f64;
-    let steps = (r.budget / mean).ceil().max(1.0) as usize;
+    Ok(costs.iter().sum::<f64>() / costs.len() as f64)
+}
+
+/// The estimated decisions `T = ⌈budget / c̄⌉` of run `r` (at least 1).
+fn run_steps(r: &RunSpec) -> Result<usize> {
+    Ok((r.budget / mean_cost(r)?).ceil().max(1.0) as usize)
+}
+
+/// The work of `steps` decisions of run `r` (see the module doc).
+fn run_units(plan: &Plan, r: &RunSpec, steps: usize) -> Result<f64> {
+    let (d, sets, _, _) = objective_setup(&r.objective)?;
     let m = if r.policy == "random" { 0.0 } else { 1.0 };
-    let per_n2 = m * sets.len() as f64 * plan.bank_size as f64;
+    let per_point = m * sets.len() as f64 * plan.bank_size as f64;
+    let d = d as f64;
     Ok((0..steps)
         .map(|k| {
             let n = (plan.n_init + k) as f64;
-            1e4 + per_n2 * n * n
+            1e4 + per_point * (n * n + 20.0 * n * d + 500.0 * d)
         })
         .sum())
+}
+
+/// The shard weight of run `r`: the work of its estimated decisions.
+fn run_weight(plan: &Plan, r: &RunSpec) -> Result<f64> {
+    run_units(plan, r, run_steps(r)?)
+}
+
+/// The output directory: `out`, or `results/NAME` (`NAME` ends in `-smoke` at the smoke size).
+fn default_out(plan: &Plan, out: Option<&PathBuf>) -> PathBuf {
+    out.cloned()
+        .unwrap_or_else(|| PathBuf::from("results").join(&plan.name))
+}
+
+/// The key of the reference optimum run `r` needs: (objective, variance, seed).
+fn optimum_key(r: &RunSpec) -> (String, String, u64) {
+    (r.objective.clone(), r.variance.to_string(), r.seed)
+}
+
+/// The reference optimum of `key`'s problem (computed with the plan's optimum search).
+fn reference_optimum(plan: &Plan, r: &RunSpec) -> Result<f64> {
+    let problem = problem_of(plan, r)?;
+    let f = objective(&r.objective, r.seed)?;
+    let (best, _) = problem.optimum(f.as_ref(), &plan.optimum_optimizer, r.seed ^ 0x006f_7074)?;
+    Ok(best.value)
 }
 
 /// The runs of `plan` in `shard` (all without one).
@@ -423,7 +482,27 @@ fn missing_runs(dir: &Path) -> Result<Vec<String>> {
         .collect())
 }
 
-fn run_one(plan: &Plan, r: &RunSpec, optimum: f64, dir: &Path) -> Result<()> {
+/// What [`run_one`] did.
+enum Done {
+    /// The run was carried out.
+    Ran,
+    /// Its record appeared meanwhile (another process wrote it).
+    Complete,
+    /// Another process is carrying it out (its lock's holder line).
+    Busy(String),
+}
+
+/// Carries out run `r` and writes its record into `dir`, holding the record's
+/// [`crate::experiment::lock`] meanwhile.
+fn run_one(plan: &Plan, r: &RunSpec, optimum: f64, dir: &Path) -> Result<Done> {
+    let path = dir.join(r.file_name());
+    let _lock = match RunLock::acquire(&path)? {
+        Acquired::Held(l) => l,
+        Acquired::Busy(holder) => return Ok(Done::Busy(holder)),
+    };
+    if path.exists() {
+        return Ok(Done::Complete);
+    }
     let start = std::time::Instant::now();
     let problem = problem_of(plan, r)?;
     let f = objective(&r.objective, r.seed)?;
@@ -453,52 +532,57 @@ fn run_one(plan: &Plan, r: &RunSpec, optimum: f64, dir: &Path) -> Result<()> {
             })
             .collect(),
     };
-    let path = dir.join(r.file_name());
     let tmp = path.with_extension("json.tmp");
     std::fs::write(&tmp, serde_json::to_vec(&record)?)?;
     std::fs::rename(&tmp, &path)?;
+    Ok(Done::Ran)
+}
+
+/// `pandora cvs summarize DIR`: refused while runs of the grid are missing, unless `partial`.
+fn summarize_cmd(dir: &Path, partial: bool) -> Result<()> {
+    let missing = missing_runs(dir)?;
+    if !missing.is_empty() {
+        let mut names = missing
+            .iter()
+            .take(20)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("\n    ");
+        if missing.len() > 20 {
+            names += &format!("\n    … and {} more", missing.len() - 20);
+        }
+        let what = format!(
+            "{} run(s) of the grid are missing:\n    {names}",
+            missing.len()
+        );
+        if !partial {
+            bail!(
+                "{what}\nno summary written: finish them (rerun the missing shards; runs \
+                 resume), or summarize the others anyway with `--partial`"
+            );
+        }
+        eprintln!("warning: {what}\nsummarizing the others only (--partial)");
+    }
+    print!("{}", summarize(dir)?);
     Ok(())
 }
 
 /// Entry point of `pandora cvs`.
 pub fn main(args: Args) -> Result<()> {
-    if args.config == "summarize" {
-        let dir = args.dir.context("pandora cvs summarize DIR")?;
-        let missing = missing_runs(&dir)?;
-        if !missing.is_empty() {
-            let mut names = missing
-                .iter()
-                .take(20)
-                .cloned()
-                .collect::<Vec<_>>()
-                .join("\n    ");
-            if missing.len() > 20 {
-                names += &format!("\n    … and {} more", missing.len() - 20);
-            }
-            let what = format!(
-                "{} run(s) of the grid are missing:\n    {names}",
-                missing.len()
-            );
-            if !args.partial {
-                bail!(
-                    "{what}\nno summary written: finish them (rerun the missing shards; runs \
-                     resume), or summarize the others anyway with `--partial`"
-                );
-            }
-            eprintln!("warning: {what}\nsummarizing the others only (--partial)");
-        }
-        print!("{}", summarize(&dir)?);
-        return Ok(());
+    match &args.command {
+        Some(CvsCommand::Summarize { dir, partial }) => return summarize_cmd(dir, *partial),
+        Some(CvsCommand::Plan(p)) => return plan::main(p),
+        None => {}
     }
-    if args.dir.is_some() {
-        bail!("unexpected argument {:?}", args.dir);
-    }
-    let plan = load(&args.config, args.smoke)?;
+    let Some(config) = &args.config else {
+        bail!(
+            "give a configuration file: pandora cvs CONFIG.toml (or `summarize DIR`, `plan \
+             CONFIG`)"
+        );
+    };
+    let plan = load(config, args.smoke)?;
     let shard = Shard::resolve(args.shard.as_deref())?;
-    let out = args
-        .out
-        .clone()
-        .unwrap_or_else(|| PathBuf::from("results").join(&plan.name));
+    let out = default_out(&plan, args.out.as_ref());
     let runs_dir = out.join("runs");
     std::fs::create_dir_all(&runs_dir).with_context(|| format!("creating {runs_dir:?}"))?;
     write_expected(&plan, &out)?;
@@ -549,13 +633,10 @@ pub fn main(args: Args) -> Result<()> {
     }
     // The optimum of the expected objective depends on the objective, the variance and the
     // seed (function and bank), not on the costs or the policy: compute each once.
-    let mut keys: Vec<(String, String, u64)> = todo
-        .iter()
-        .map(|r| (r.objective.clone(), r.variance.to_string(), r.seed))
-        .collect();
+    let mut keys: Vec<(String, String, u64)> = todo.iter().copied().map(optimum_key).collect();
     keys.sort();
     keys.dedup();
-    let failures = pool.install(|| -> Result<usize> {
+    let failures = pool.install(|| -> Result<Tally> {
         let optima: Vec<Result<f64>> = keys
             .par_iter()
             .map(|(obj, var, seed)| {
@@ -565,39 +646,37 @@ pub fn main(args: Args) -> Result<()> {
                         &r.objective == obj && &r.variance.to_string() == var && r.seed == *seed
                     })
                     .expect("a run for every key");
-                let problem = problem_of(&plan, r)?;
-                let f = objective(obj, *seed)?;
-                let (best, _) =
-                    problem.optimum(f.as_ref(), &plan.optimum_optimizer, seed ^ 0x006f_7074)?;
-                Ok(best.value)
+                reference_optimum(&plan, r)
             })
             .collect();
         let mut optimum = BTreeMap::new();
         for (k, o) in keys.iter().zip(optima) {
             optimum.insert(k.clone(), o?);
         }
-        let results: Vec<(&RunSpec, Result<()>)> = todo
+        let results: Vec<(&RunSpec, Result<Done>)> = todo
             .par_iter()
-            .map(|r| {
-                let key = (r.objective.clone(), r.variance.to_string(), r.seed);
-                (*r, run_one(&plan, r, optimum[&key], &runs_dir))
-            })
+            .map(|r| (*r, run_one(&plan, r, optimum[&optimum_key(r)], &runs_dir)))
             .collect();
-        let mut failures = 0;
-        for (r, res) in results {
-            if let Err(e) = res {
-                failures += 1;
-                eprintln!("run {} failed: {e:#}", r.file_name());
-            }
-        }
-        Ok(failures)
+        Ok(tally(results))
     })?;
+    let Tally { failures, busy } = failures;
     eprintln!(
-        "cvs experiment '{}': {} run(s) carried out, {} already complete, {failures} failed",
+        "cvs experiment '{}': {} run(s) carried out, {} already complete, {failures} failed{}",
         plan.name,
-        todo.len() - failures,
-        selected.len() - todo.len()
+        todo.len() - failures - busy,
+        selected.len() - todo.len(),
+        if busy > 0 {
+            format!(", {busy} skipped (another process is writing them)")
+        } else {
+            String::new()
+        }
     );
+    if busy > 0 {
+        bail!(
+            "{busy} run(s) skipped because another process is writing them (see the messages \
+             above); once that process has ended, rerun to finish them"
+        );
+    }
     if shard.is_some() {
         // Shards share the directory: the summary is written once, by `summarize`.
         eprintln!("once every shard is done: pandora cvs summarize {out:?}");
@@ -614,6 +693,31 @@ pub fn main(args: Args) -> Result<()> {
         bail!("{failures} run(s) failed; rerun to retry them");
     }
     Ok(())
+}
+
+/// Counts and names (on stderr) the runs that failed or that another process is writing.
+fn tally(results: Vec<(&RunSpec, Result<Done>)>) -> Tally {
+    let mut t = Tally {
+        failures: 0,
+        busy: 0,
+    };
+    for (r, res) in results {
+        match res {
+            Ok(Done::Ran | Done::Complete) => {}
+            Ok(Done::Busy(holder)) => {
+                t.busy += 1;
+                eprintln!(
+                    "run {} skipped: another process is writing it ({holder})",
+                    r.file_name()
+                );
+            }
+            Err(e) => {
+                t.failures += 1;
+                eprintln!("run {} failed: {e:#}", r.file_name());
+            }
+        }
+    }
+    t
 }
 
 /// Simple regret of a run once `cost` has been spent (the last step within it; the first step's

@@ -334,3 +334,157 @@ raw_samples = 16
     };
     assert_eq!(summary("one"), summary("two"));
 }
+
+/// The grid of the plan and lock tests: 2 settings × 2 policies × 2 seeds at smoke size.
+const SMALL: &str = r#"
+[experiment]
+name = "planned"
+seeds = 2
+[policies]
+names = ["ucb-cvs", "random"]
+[[problem]]
+objective = "hartmann3"
+costs = ["moderate"]
+variances = [0.02]
+[[problem]]
+objective = "gp_sample"
+costs = ["expensive"]
+variances = [0.04]
+[smoke]
+seeds = 2
+budget = 0.6
+bank_size = 16
+raw_samples = 16
+"#;
+
+/// `pandora cvs plan`: run count, CPU-hours and the longest run from a calibration or from the
+/// run records of an output directory, and an sbatch script whose command is `pandora cvs`.
+#[test]
+fn plan_estimates_and_writes_an_sbatch_script() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("c.toml"), SMALL).unwrap();
+    let plan = |extra: &[&str]| {
+        let mut args = vec!["cvs", "plan", "c.toml", "--smoke", "--out", "out"];
+        args.extend_from_slice(extra);
+        let o = pandora(dir.path(), &args);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    // No records yet: every (setting, policy) group is calibrated, and the optima timed.
+    let text = plan(&[]);
+    assert!(
+        text.contains("8 run(s) (2 setting(s) × 2 policy(ies)"),
+        "{text}"
+    );
+    assert_eq!(text.matches("calibration (4 steps)").count(), 4, "{text}");
+    assert!(text.contains("hartmann3 moderate var=0.02"), "{text}");
+    assert!(text.contains("of reference optima"), "{text}");
+    assert!(
+        text.contains("CPU-hours") && text.contains("longest run"),
+        "{text}"
+    );
+    assert!(
+        !dir.path().join("out/runs").exists(),
+        "the calibration writes nothing there"
+    );
+    // With records, they are the source; complete runs are counted as done.
+    let o = pandora(
+        dir.path(),
+        &["cvs", "c.toml", "--smoke", "--quiet", "--out", "out"],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = plan(&[
+        "--slurm",
+        "grid.sbatch",
+        "--shards",
+        "3",
+        "--cpus-per-task",
+        "2",
+        "--bin",
+        "/opt/pandora/bin/pandora",
+    ]);
+    assert_eq!(
+        text.matches("run records in the output directory").count(),
+        4,
+        "{text}"
+    );
+    assert!(text.contains("8 complete already"), "{text}");
+    assert!(
+        !text.contains("of reference optima"),
+        "nothing left to set up: {text}"
+    );
+    let sb = std::fs::read_to_string(dir.path().join("grid.sbatch")).unwrap();
+    let lines: Vec<&str> = sb.lines().collect();
+    assert!(lines.contains(&"#SBATCH --array=0-2%3"), "{sb}");
+    assert!(lines.contains(&"#SBATCH --cpus-per-task=2"), "{sb}");
+    // Nothing left to run: the limit is the 10-minute allowance.
+    assert!(lines.contains(&"#SBATCH --time=0-00:10:00"), "{sb}");
+    let out = dir.path().join("out");
+    let out = out.to_str().unwrap();
+    assert!(sb.contains(&format!("pandora cvs summarize {out}")), "{sb}");
+    assert_eq!(
+        *lines.last().unwrap(),
+        format!(
+            "/opt/pandora/bin/pandora cvs {}/c.toml --smoke --quiet --out {out} --shard \
+             \"${{SLURM_ARRAY_TASK_ID:?submit with sbatch}}/3\" --jobs \
+             \"${{SLURM_CPUS_PER_TASK:-1}}\"",
+            dir.path().to_str().unwrap()
+        )
+    );
+    // Bad options name themselves.
+    let o = pandora(
+        dir.path(),
+        &["cvs", "plan", "c.toml", "--smoke", "--shards", "0"],
+    );
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--shards must be at least 1"));
+}
+
+/// A run whose lock another process holds is refused, naming the holder; the other runs go on,
+/// the exit is non-zero, and a rerun once the lock is released finishes the grid.
+#[test]
+fn a_run_locked_by_another_process_is_skipped_and_named() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("c.toml"), SMALL).unwrap();
+    let runs = dir.path().join("out/runs");
+    std::fs::create_dir_all(&runs).unwrap();
+    let name = "hartmann3_moderate_var0.02_random_seed1.json";
+    let lock = std::fs::File::create(runs.join(format!("{name}.lock"))).unwrap();
+    lock.try_lock().unwrap();
+    std::fs::write(runs.join(format!("{name}.lock")), "pid 4242 on elsewhere\n").unwrap();
+    let o = pandora(
+        dir.path(),
+        &["cvs", "c.toml", "--smoke", "--quiet", "--out", "out"],
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{err}");
+    assert!(
+        err.contains(&format!(
+            "run {name} skipped: another process is writing it (pid 4242 on elsewhere)"
+        )),
+        "{err}"
+    );
+    assert!(!runs.join(name).exists());
+    let written = std::fs::read_dir(&runs)
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .path()
+                .extension()
+                .is_some_and(|x| x == "json")
+        })
+        .count();
+    assert_eq!(written, 7, "the other runs went on");
+    drop(lock);
+    let o = pandora(
+        dir.path(),
+        &["cvs", "c.toml", "--smoke", "--quiet", "--out", "out"],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(runs.join(name).exists());
+    assert!(
+        !runs.join(format!("{name}.lock")).exists(),
+        "the lock file is removed by the run that took it over"
+    );
+}

@@ -1057,11 +1057,7 @@ fn plan_estimates_and_writes_an_sbatch_script() {
     // No traces yet: every (problem, policy) pair is calibrated.
     let text = plan(&out, &[]);
     assert!(text.contains("12 run(s)"), "{text}");
-    assert_eq!(
-        text.matches("calibration (4 BO steps)").count(),
-        6,
-        "{text}"
-    );
+    assert_eq!(text.matches("calibration (4 steps)").count(), 6, "{text}");
     assert!(
         text.contains("CPU-hours") && text.contains("longest run"),
         "{text}"
@@ -1118,5 +1114,151 @@ fn plan_estimates_and_writes_an_sbatch_script() {
              \"${{SLURM_CPUS_PER_TASK:-1}}\"",
             config.to_str().unwrap()
         )
+    );
+}
+
+/// One run long enough to be caught mid-way (80 BO steps).
+const LONG: &str = r#"
+[experiment]
+name = "lock-test"
+seeds = 1
+raw_samples = 64
+num_restarts = 3
+
+[[problem]]
+objective = "ackley"
+dim = 2
+max_evaluations = 80
+
+[[policy]]
+acquisition = "log_ei"
+"#;
+
+/// The `.part` trace of `out` once it has at least `lines` lines, waiting up to a minute.
+fn wait_for_part(out: &Path, lines: usize, child: &mut std::process::Child) -> PathBuf {
+    let start = std::time::Instant::now();
+    loop {
+        if let Ok(dir) = std::fs::read_dir(out.join("traces")) {
+            for p in dir.flatten().map(|e| e.path()) {
+                if p.to_string_lossy().ends_with(".jsonl.part")
+                    && std::fs::read_to_string(&p).is_ok_and(|t| t.lines().count() >= lines)
+                {
+                    return p;
+                }
+            }
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("the run ended ({status}) before it was caught mid-way: make LONG longer");
+        }
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(60),
+            "no run mid-way"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// Starts `pandora experiment CONFIG --out OUT --quiet` in the background.
+fn spawn_experiment(config: &Path, out: &Path) -> std::process::Child {
+    pandora()
+        .args([
+            "experiment",
+            config.to_str().unwrap(),
+            "--quiet",
+            "--jobs",
+            "1",
+            "--out",
+        ])
+        .arg(out)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Two processes on the same shard: the second refuses the run the first is writing, naming it
+/// and the first's pid and host, exits non-zero and leaves the trace alone; the first's trace is
+/// complete and equals a single undisturbed run's, and no lock file is left.
+#[test]
+fn a_second_writer_of_a_run_refuses_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("long.toml");
+    std::fs::write(&config, LONG).unwrap();
+    let out = dir.path().join("out");
+    let mut first = spawn_experiment(&config, &out);
+    let part = wait_for_part(&out, 10, &mut first);
+    let name = part
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .replace(".part", "");
+    let second = pandora()
+        .args(["experiment", config.to_str().unwrap(), "--quiet", "--out"])
+        .arg(&out)
+        .args(["--shard", "0/1"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&second.stderr);
+    assert!(!second.status.success(), "{err}");
+    assert!(
+        err.contains(&format!(
+            "run {name} skipped: another process is writing it (pid {} on ",
+            first.id()
+        )),
+        "{err}"
+    );
+    assert!(
+        err.contains("1 run(s) skipped because another process"),
+        "{err}"
+    );
+    let status = first.wait().unwrap();
+    assert!(status.success());
+    let reference = dir.path().join("reference");
+    run_experiment(&config, &reference, 1);
+    let names: Vec<String> = traces(&out).into_keys().collect();
+    assert_eq!(
+        names,
+        vec![name.clone()],
+        "one complete trace, no .part, no lock"
+    );
+    assert_eq!(
+        stripped(&out.join("traces").join(&name)),
+        stripped(&reference.join("traces").join(&name))
+    );
+}
+
+/// A writer killed with SIGKILL leaves its `.part` trace and its lock file, but the kernel
+/// dropped the lock: the next run takes it over and resumes to the undisturbed trace.
+#[test]
+fn a_lock_left_by_a_killed_writer_does_not_block() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("long.toml");
+    std::fs::write(&config, LONG).unwrap();
+    let out = dir.path().join("out");
+    let mut first = spawn_experiment(&config, &out);
+    let part = wait_for_part(&out, 10, &mut first);
+    first.kill().unwrap();
+    first.wait().unwrap();
+    let lock = PathBuf::from(part.to_string_lossy().replace(".part", ".lock"));
+    let text = std::fs::read_to_string(&lock).unwrap();
+    assert!(
+        text.starts_with(&format!("pid {} on ", first.id())),
+        "{text}"
+    );
+    run_experiment(&config, &out, 1);
+    let reference = dir.path().join("reference");
+    run_experiment(&config, &reference, 1);
+    let name = lock
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .replace(".lock", "");
+    assert_eq!(
+        traces(&out).into_keys().collect::<Vec<_>>(),
+        vec![name.clone()]
+    );
+    assert_eq!(
+        stripped(&out.join("traces").join(&name)),
+        stripped(&reference.join("traces").join(&name))
     );
 }

@@ -288,6 +288,119 @@ fn experiment_grid_as_a_slurm_array_equals_one_process() {
     }
 }
 
+/// A CVS grid at smoke size: 2 settings × 2 policies × 2 seeds.
+const CVS_GRID: &str = r#"
+[experiment]
+name = "slurm-cvs"
+seeds = 2
+[policies]
+names = ["ucb-cvs", "random"]
+[[problem]]
+objective = "hartmann3"
+costs = ["moderate"]
+variances = [0.02]
+[[problem]]
+objective = "gp_sample"
+costs = ["expensive"]
+variances = [0.04]
+[smoke]
+seeds = 2
+budget = 0.6
+bank_size = 16
+raw_samples = 16
+"#;
+
+/// The run records of a `pandora cvs` output directory without their wall time, by name.
+fn cvs_records(out: &Path) -> BTreeMap<String, Value> {
+    std::fs::read_dir(out.join("runs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .map(|p| {
+            let mut v: Value = serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
+            if let Some(o) = v.as_object_mut() {
+                o.remove("wall_seconds");
+            }
+            (p.file_name().unwrap().to_string_lossy().into_owned(), v)
+        })
+        .collect()
+}
+
+/// (a′) The CVS grid (8 runs) as the 3-task array that `pandora cvs plan --slurm` writes: every
+/// task completes its own shard, and the merged run records (wall time aside) and summary equal a
+/// single-process run's.
+#[test]
+#[cfg_attr(
+    not(pandora_slurm),
+    ignore = "set PANDORA_TEST_SLURM to run (see .ci/slurm.sh)"
+)]
+fn cvs_grid_as_a_slurm_array_equals_one_process() {
+    let (conf, _cluster) = slurm_conf("cvs_grid_as_a_slurm_array_equals_one_process");
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let config = dir.join("cvs.toml");
+    std::fs::write(&config, CVS_GRID).unwrap();
+    let out = dir.join("array");
+    let script = dir.join("cvs.sbatch");
+    let (code, text, err) = pandora(
+        dir,
+        &[
+            "cvs",
+            "plan",
+            config.to_str().unwrap(),
+            "--smoke",
+            "--out",
+            out.to_str().unwrap(),
+            "--slurm",
+            script.to_str().unwrap(),
+            "--shards",
+            "3",
+            "--mem",
+            "500M",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(text.contains("CPU-hours"), "{text}");
+    let job = sbatch(&conf, dir, &script, &[], &[]);
+    let single = dir.join("single");
+    let (code, _, err) = pandora(
+        dir,
+        &[
+            "cvs",
+            config.to_str().unwrap(),
+            "--smoke",
+            "--quiet",
+            "--jobs",
+            "2",
+            "--out",
+            single.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_completed(&wait_job(&conf, &job), 3, &out.join("slurm"));
+    for k in 0..3 {
+        let log = std::fs::read_to_string(out.join(format!("slurm/{job}_{k}.out"))).unwrap();
+        assert!(log.contains(&format!("shard {k}/3: ")), "task {k}: {log}");
+    }
+    assert!(
+        !out.join("summary.csv").exists(),
+        "a task writes no summary"
+    );
+    let (got, want) = (cvs_records(&out), cvs_records(&single));
+    assert_eq!(got.len(), 8);
+    assert_eq!(got, want, "merged array");
+    let (code, _, err) = pandora(dir, &["cvs", "summarize", out.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let csv = |d: &Path| -> Vec<String> {
+        // The last column is the mean wall time.
+        std::fs::read_to_string(d.join("summary.csv"))
+            .unwrap()
+            .lines()
+            .map(|l| l.rsplit_once(',').unwrap().0.to_string())
+            .collect()
+    };
+    assert_eq!(csv(&out), csv(&single));
+}
+
 /// Three runs of 54 BO steps each (512 raw samples, 8 restarts): one per shard of a 3-task
 /// array, long enough to be cancelled mid-way. With 34 steps of 64 raw samples and 3 restarts,
 /// a run on a quiet machine could finish between the mid-run check and `scancel` taking effect.

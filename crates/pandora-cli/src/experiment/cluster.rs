@@ -1,34 +1,43 @@
-//! `pandora experiment plan`: what a grid will cost before it is run, and the Slurm array that
-//! runs it.
+//! `pandora experiment plan` and `pandora cvs plan`: what a grid will cost before it is run, and
+//! the Slurm array that runs it.
 //!
-//! **Estimate.** Every run's work comes from [`super::estimate`] (steps × a per-step cost growing
-//! as `n²` and `n³`); seconds per unit of work and per evaluation are measured per (problem,
-//! policy) pair, from the traces already in the output directory when it has some for that pair
-//! (complete or not), otherwise by a calibration: the pair's first seed run for a few BO steps
-//! (`--calibration-steps`, default 4; the first, whose fit starts cold, is not counted) in a temporary directory, on one thread. The report says
-//! which source each pair used. CPU-hours are the sum of the runs' estimated seconds (one core per
-//! run); the longest run is the largest single estimate.
+//! **One planner, two grids.** Everything below works on a [`Grid`]: runs with a shard weight
+//! (the one the tasks balance on, so that the plan's shards are the tasks' shards), an amount of
+//! work in units, a number of evaluations, a calibration group and, optionally, a set-up they
+//! share (work done once per shard that has a run needing it). `pandora experiment` adapts to it
+//! below ([`ExperimentGrid`]: groups are (problem, policy) pairs, work from [`super::estimate`]),
+//! `pandora cvs` in `cvs_cmd::plan` (groups are (setting, policy) pairs; the shared set-up is the
+//! reference optimum of an (objective, variance, seed)).
+//!
+//! **Estimate.** A run's seconds are `a · units + b · evaluations`, with the rates `a` (seconds per
+//! unit of work) and `b` (seconds per evaluation) measured per group: from the outputs already in
+//! the output directory when it has some for that group (complete or not, for experiments;
+//! complete run records, for CVS grids), otherwise by a calibration: the group's first seed run
+//! for a few steps (`--calibration-steps`, default 4) in a temporary directory, on one thread, one
+//! group at a time. The report says which source each group used. CPU-hours are the sum of the
+//! runs' estimated seconds (one core per run) plus the set-ups every shard pays; the longest run
+//! is the largest single estimate.
 //!
 //! **Array.** `N` shards (`--shards`, default `⌈runs / cpus-per-task⌉`, at most 1000) balanced by
-//! [`super::shard`]; a shard's wall time is estimated as the larger of its longest run and its
-//! total over `cpus-per-task` parallel runs. The sbatch time limit is the largest shard's
-//! estimate × `--time-margin` (default 1.5) plus 10 minutes (problem instances, start-up),
-//! rounded up to a minute; a task that still hits it is resubmitted and resumes (complete traces
-//! are skipped, the unfinished one is continued). The script runs
-//! `pandora experiment CONFIG --out DIR --shard $SLURM_ARRAY_TASK_ID/N --jobs
+//! [`super::shard`] on the grid's weights; a shard's wall time is estimated as its set-ups' time
+//! (the larger of the longest and their total over `cpus-per-task`) plus its runs' (likewise).
+//! The sbatch time limit is the largest shard's estimate × `--time-margin` (default 1.5) plus 10
+//! minutes (problem instances, start-up), rounded up to a minute; a task that still hits it is
+//! resubmitted and resumes (complete runs are skipped, unfinished experiment runs continued). The
+//! script runs `pandora COMMAND CONFIG --out DIR --shard $SLURM_ARRAY_TASK_ID/N --jobs
 //! $SLURM_CPUS_PER_TASK` with `--array=0-(N−1)%M` (`M = --max-parallel`, default N). `N` is
 //! written into the script rather than read from `SLURM_ARRAY_TASK_COUNT`, so that resubmitting
 //! some tasks only (`sbatch --array=3,7 FILE`, an array of 2) still runs shards 3 and 7 of `N`.
 //!
-//! **Degenerate cases.** A configuration whose every run already has a complete trace reports 0
-//! CPU-hours to go (the total is also given). A pair whose calibration fails is reported with its
-//! error and left out of the totals, which say so.
+//! **Degenerate cases.** A configuration whose every run is already complete reports 0 CPU-hours
+//! to go (the total is also given). A group whose calibration fails is reported with its error and
+//! left out of the totals, which say so.
 //!
 //! References: Slurm's `sbatch` manual (`--array` with the `%` throttle, `--time` as
 //! `days-hours:minutes:seconds`, the `%A`/`%a` output patterns).
 
 use super::config::{Plan, RunSpec};
-use super::estimate::{Rates, RunWork, mean_costs, run_work};
+use super::estimate::{Rate, Rates, mean_costs, run_work};
 use super::report::completeness;
 use super::run::{Instances, run_one};
 use super::shard::assign;
@@ -39,21 +48,21 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-/// Arguments of `pandora experiment plan`.
+/// Arguments of `pandora experiment plan` and `pandora cvs plan`.
 #[derive(Debug, clap::Args)]
 pub struct PlanArgs {
-    /// Experiment configuration (TOML).
-    config: String,
+    /// Configuration (TOML).
+    pub config: String,
     /// Use the sizes of the configuration's [smoke] section.
     #[arg(long)]
-    smoke: bool,
-    /// Output directory of the experiment (default as `pandora experiment`): its traces calibrate
-    /// the estimate, and the sbatch script writes there.
+    pub smoke: bool,
+    /// Output directory of the grid (default as when running it): its outputs calibrate the
+    /// estimate, and the sbatch script writes there.
     #[arg(long)]
-    out: Option<PathBuf>,
-    /// BO steps of a calibration run, for pairs without traces.
+    pub out: Option<PathBuf>,
+    /// Steps (BO steps; decisions of a CVS run) of a calibration run, for groups without outputs.
     #[arg(long, default_value_t = 4)]
-    calibration_steps: usize,
+    pub calibration_steps: usize,
     /// Write an sbatch script for a Slurm array to this file.
     #[arg(long, value_name = "FILE")]
     slurm: Option<PathBuf>,
@@ -80,114 +89,118 @@ pub struct PlanArgs {
     bin: Option<PathBuf>,
 }
 
-/// Where the seconds of a pair come from.
+/// Where the seconds of a group come from.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Source {
-    /// Traces in the output directory.
-    Traces,
-    /// A calibration run of this many BO steps.
+    /// Outputs in the output directory.
+    Outputs,
+    /// A calibration run of this many steps.
     Calibration(usize),
     /// The calibration failed.
     Failed(String),
+}
+
+/// A calibration group: a (problem or setting, policy) index pair.
+pub type Group = (usize, usize);
+
+/// One run as the planner sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlannedRun {
+    /// The run's output file name (for the report).
+    pub name: String,
+    /// Its calibration group.
+    pub group: Group,
+    /// Its shard weight, as the array tasks compute it.
+    pub weight: f64,
+    /// Its work in the units the group's rate is measured in.
+    pub units: f64,
+    /// Its evaluations (initial design included).
+    pub evaluations: usize,
+    /// Whether its output is complete already.
+    pub done: bool,
+    /// The index of the set-up it needs (see [`Grid::setups`]), if any.
+    pub setup: Option<usize>,
+}
+
+/// A grid that `plan` can estimate and launch: the adapter of one kind of experiment.
+pub trait Grid {
+    /// The pandora subcommand that runs the grid (`experiment`, `cvs`).
+    fn command(&self) -> &'static str;
+    /// What its outputs are called in the report (`traces`, `run records`).
+    fn outputs(&self) -> &'static str;
+    /// The grid's name (the job name).
+    fn name(&self) -> String;
+    /// The first line of the report.
+    fn headline(&self, runs: usize, done: usize) -> String;
+    /// The two columns naming a group in the report.
+    fn group_label(&self, group: Group) -> (String, String);
+    /// Every run, `out` being the output directory (whose complete outputs are done).
+    fn runs(&self, out: &Path) -> Result<Vec<PlannedRun>>;
+    /// Rates measured on the outputs already in `out`.
+    fn measured(&self, out: &Path) -> Result<Rates>;
+    /// The rate of `group` from a calibration run of `steps` steps.
+    fn calibrate(&self, group: Group, steps: usize) -> Result<Rate>;
+    /// Estimated seconds of every shared set-up needed by a run of `runs` still to do (indexed
+    /// as [`PlannedRun::setup`]), and a line for the report; none by default.
+    fn setups(&self, _runs: &[PlannedRun]) -> Result<(Vec<f64>, Option<String>)> {
+        Ok((Vec::new(), None))
+    }
 }
 
 /// The estimate of one run.
 #[derive(Debug, Clone)]
 pub struct RunEstimate {
     /// The run.
-    pub run: RunSpec,
-    /// Its work.
-    pub work: RunWork,
+    pub run: PlannedRun,
     /// Estimated seconds (None: not calibrated).
     pub seconds: Option<f64>,
-    /// Whether its trace is complete already.
-    pub done: bool,
 }
 
-/// Runs pair `(problem, policy)`'s first seed for `steps` BO steps in a temporary directory and
-/// returns its trace.
-fn calibrate(plan: &Plan, pair: (usize, usize), steps: usize) -> Result<trace::Trace> {
-    let mut small = plan.clone();
-    let p = &mut small.problems[pair.0];
-    p.budget = None;
-    p.max_evaluations = Some(steps);
-    let dir = std::env::temp_dir().join(format!(
-        "pandora-plan-{}-{}-{}",
-        std::process::id(),
-        pair.0,
-        pair.1
-    ));
-    std::fs::create_dir_all(&dir).with_context(|| format!("creating {dir:?}"))?;
-    let r = RunSpec {
-        problem: pair.0,
-        policy: pair.1,
-        seed: plan.seeds[0],
-    };
-    let result = (|| {
-        let instances = Instances::build(&small, &[r]);
-        run_one(&small, &r, &dir, &instances)?;
-        trace::read(&dir.join(small.trace_name(&r)))
-    })();
-    let _ = std::fs::remove_dir_all(&dir);
-    result
-}
-
-/// The rates of every pair: from `traces`, else calibrated. Calibrations run one at a time (so
-/// that they measure one core), with a line on stderr each.
+/// The rates of every group of `runs`: measured on the outputs in `out`, else calibrated.
+/// Calibrations run one at a time (so that they measure one core), with a line on stderr each.
 fn rates(
-    plan: &Plan,
-    traces: &[trace::Trace],
+    grid: &impl Grid,
+    runs: &[PlannedRun],
+    out: &Path,
     steps: usize,
-) -> (Rates, BTreeMap<(usize, usize), Source>) {
-    let mut rates = Rates::from_traces(plan, traces);
-    let mut sources: BTreeMap<(usize, usize), Source> =
-        rates.by_pair.keys().map(|k| (*k, Source::Traces)).collect();
-    let pairs: BTreeSet<(usize, usize)> =
-        plan.runs().iter().map(|r| (r.problem, r.policy)).collect();
-    for pair in pairs {
-        if sources.contains_key(&pair) {
+) -> Result<(Rates, BTreeMap<Group, Source>)> {
+    let mut rates = grid.measured(out)?;
+    let mut sources: BTreeMap<Group, Source> = rates
+        .by_pair
+        .keys()
+        .map(|k| (*k, Source::Outputs))
+        .collect();
+    let groups: BTreeSet<Group> = runs.iter().map(|r| r.group).collect();
+    for group in groups {
+        if sources.contains_key(&group) {
             continue;
         }
-        let label = format!(
-            "{} × {}",
-            plan.problems[pair.0].label, plan.policies[pair.1].label
-        );
-        eprintln!("calibrating {label} ({steps} BO steps)");
-        match calibrate(plan, pair, steps) {
-            Ok(t) => {
-                let measured = Rates::from_traces(plan, std::slice::from_ref(&t));
-                if let Some(r) = measured.by_pair.get(&pair) {
-                    rates.by_pair.insert(pair, *r);
-                }
-                sources.insert(pair, Source::Calibration(steps));
+        let (a, b) = grid.group_label(group);
+        eprintln!("calibrating {a} × {b} ({steps} steps)");
+        match grid.calibrate(group, steps) {
+            Ok(rate) => {
+                rates.by_pair.insert(group, rate);
+                sources.insert(group, Source::Calibration(steps));
             }
             Err(e) => {
-                sources.insert(pair, Source::Failed(format!("{e:#}")));
+                sources.insert(group, Source::Failed(format!("{e:#}")));
             }
         }
     }
-    (rates, sources)
+    Ok((rates, sources))
 }
 
-/// The estimate of every run of `plan` (`out`: the output directory, whose complete traces count
-/// as done).
-pub fn estimate_runs(plan: &Plan, rates: &Rates, out: &Path) -> Result<Vec<RunEstimate>> {
-    let costs = mean_costs(plan)?;
-    let c = completeness(plan, &out.join("traces"));
-    let not_done: BTreeSet<&String> = c.missing.iter().chain(&c.unfinished).collect();
-    Ok(plan
-        .runs()
-        .into_iter()
-        .map(|r| {
-            let work = run_work(plan, &r, costs[r.problem]);
-            RunEstimate {
-                run: r,
-                work,
-                seconds: rates.seconds((r.problem, r.policy), &work),
-                done: !not_done.contains(&plan.trace_name(&r)),
-            }
+/// The estimate of every run of `runs` with `rates`.
+pub fn estimate_runs(runs: Vec<PlannedRun>, rates: &Rates) -> Vec<RunEstimate> {
+    runs.into_iter()
+        .map(|run| RunEstimate {
+            seconds: rates
+                .by_pair
+                .get(&run.group)
+                .map(|r| r.seconds(run.units, run.evaluations)),
+            run,
         })
-        .collect())
+        .collect()
 }
 
 /// A duration in Slurm's `D-HH:MM:SS` form, rounded up to a whole minute.
@@ -210,44 +223,68 @@ fn human(seconds: f64) -> String {
     }
 }
 
-/// The array's shape: tasks, and the estimated wall seconds of its largest shard.
+/// The array's shape: tasks, and the estimated seconds of its shards.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ArrayShape {
     /// Array tasks `N`.
     pub shards: usize,
     /// The largest shard's estimated wall seconds with `cpus` parallel runs.
     pub wall_seconds: f64,
+    /// The CPU seconds of the set-ups, summed over the shards that pay them.
+    pub setup_seconds: f64,
 }
 
-/// The array for `estimates` in `shards` shards (balanced on the runs' work, as the tasks will
-/// do) with `cpus` runs in parallel per task.
-pub fn array_shape(estimates: &[RunEstimate], shards: usize, cpus: usize) -> ArrayShape {
-    let work: Vec<f64> = estimates.iter().map(|e| e.work.total).collect();
-    let owner = assign(&work, shards);
-    let mut total = vec![0.0f64; shards];
-    let mut longest = vec![0.0f64; shards];
+/// The wall seconds of jobs of `total` seconds, the longest `longest`, on `cpus` CPUs.
+fn wall(total: f64, longest: f64, cpus: usize) -> f64 {
+    (total / cpus.max(1) as f64).max(longest)
+}
+
+/// The array for `estimates` in `shards` shards (balanced on the runs' weights, as the tasks will
+/// do) with `cpus` runs in parallel per task; `setups` are the seconds of the shared set-ups
+/// ([`Grid::setups`]), paid once by each shard with a run to do that needs one.
+pub fn array_shape(
+    estimates: &[RunEstimate],
+    setups: &[f64],
+    shards: usize,
+    cpus: usize,
+) -> ArrayShape {
+    let weights: Vec<f64> = estimates.iter().map(|e| e.run.weight).collect();
+    let owner = assign(&weights, shards);
+    let mut runs = vec![(0.0f64, 0.0f64); shards];
+    let mut needed: Vec<BTreeSet<usize>> = vec![BTreeSet::new(); shards];
     for (e, s) in estimates.iter().zip(owner) {
-        if e.done {
+        if e.run.done {
             continue;
         }
         let secs = e.seconds.unwrap_or(0.0);
-        total[s] += secs;
-        longest[s] = longest[s].max(secs);
+        runs[s].0 += secs;
+        runs[s].1 = runs[s].1.max(secs);
+        needed[s].extend(e.run.setup);
     }
-    let wall_seconds = total
-        .iter()
-        .zip(&longest)
-        .map(|(t, l)| (t / cpus.max(1) as f64).max(*l))
-        .fold(0.0, f64::max);
+    let mut setup_seconds = 0.0;
+    let mut wall_seconds = 0.0f64;
+    for (s, (total, longest)) in runs.into_iter().enumerate() {
+        let secs: Vec<f64> = needed[s]
+            .iter()
+            .map(|&k| setups.get(k).copied().unwrap_or(0.0))
+            .collect();
+        let setup_total: f64 = secs.iter().sum();
+        setup_seconds += setup_total;
+        let setup_wall = wall(setup_total, secs.iter().copied().fold(0.0, f64::max), cpus);
+        wall_seconds = wall_seconds.max(setup_wall + wall(total, longest, cpus));
+    }
     ArrayShape {
         shards,
         wall_seconds,
+        setup_seconds,
     }
 }
 
 /// What the sbatch script needs.
 #[derive(Debug, Clone)]
 pub struct ScriptSpec {
+    /// The pandora subcommand running the grid (`experiment`, `cvs`).
+    pub command: &'static str,
     /// Job name.
     pub name: String,
     /// Array tasks `N`.
@@ -313,17 +350,19 @@ pub fn sbatch_script(spec: &ScriptSpec) -> String {
         s,
         "# Task K runs shard K/{n}. Resubmitting resumes (complete runs are skipped, unfinished\n\
          # ones continued), also for some tasks only: sbatch --array=K,... FILE.\n\
-         # When every task is done: pandora experiment summarize {out}",
+         # When every task is done: pandora {command} summarize {out}",
         n = spec.shards,
+        command = spec.command,
         out = sh(&out)
     );
     s += "set -euo pipefail\n";
     let smoke = if spec.smoke { " --smoke" } else { "" };
     let _ = writeln!(
         s,
-        "{} experiment {}{smoke} --quiet --out {} --shard \"${{SLURM_ARRAY_TASK_ID:?submit with \
+        "{} {} {}{smoke} --quiet --out {} --shard \"${{SLURM_ARRAY_TASK_ID:?submit with \
          sbatch}}/{}\" --jobs \"${{SLURM_CPUS_PER_TASK:-1}}\"",
         sh(&spec.bin.to_string_lossy()),
+        spec.command,
         sh(&spec.config.to_string_lossy()),
         sh(&out),
         spec.shards
@@ -340,75 +379,68 @@ fn absolute(p: &Path) -> Result<PathBuf> {
     })
 }
 
-/// The printed plan.
+/// The printed estimate: a line per group, the CPU time and the longest run.
 fn report(
-    plan: &Plan,
+    grid: &impl Grid,
     estimates: &[RunEstimate],
-    sources: &BTreeMap<(usize, usize), Source>,
+    sources: &BTreeMap<Group, Source>,
+    setups: (f64, Option<&str>),
 ) -> String {
     let mut s = String::new();
-    let done = estimates.iter().filter(|e| e.done).count();
-    let _ = writeln!(
-        s,
-        "experiment '{}': {} run(s) ({} problem(s) × {} policy(ies) × {} seed(s)), {done} complete \
-         already",
-        plan.name,
-        estimates.len(),
-        plan.problems.len(),
-        plan.policies.len(),
-        plan.seeds.len()
-    );
+    let done = estimates.iter().filter(|e| e.run.done).count();
+    let _ = writeln!(s, "{}", grid.headline(estimates.len(), done));
     let _ = writeln!(
         s,
         "\n{:<32} {:<24} {:>6} {:>12}  source",
         "problem", "policy", "steps", "per run"
     );
-    for (pair, source) in sources {
-        let e = estimates
-            .iter()
-            .find(|e| (e.run.problem, e.run.policy) == *pair)
-            .expect("a run per pair");
+    for (group, source) in sources {
+        let Some(e) = estimates.iter().find(|e| e.run.group == *group) else {
+            continue;
+        };
         let source = match source {
-            Source::Traces => "traces in the output directory".to_string(),
-            Source::Calibration(k) => format!("calibration ({k} BO steps)"),
+            Source::Outputs => format!("{} in the output directory", grid.outputs()),
+            Source::Calibration(k) => format!("calibration ({k} steps)"),
             Source::Failed(err) => format!("calibration failed: {err}"),
         };
+        let (a, b) = grid.group_label(*group);
         let _ = writeln!(
             s,
-            "{:<32} {:<24} {:>6} {:>12}  {source}",
-            plan.problems[pair.0].label,
-            plan.policies[pair.1].label,
-            e.work.initial + e.work.bo_steps,
+            "{a:<32} {b:<24} {:>6} {:>12}  {source}",
+            e.run.evaluations,
             e.seconds.map_or("-".into(), human)
         );
     }
-    let todo: Vec<&RunEstimate> = estimates.iter().filter(|e| !e.done).collect();
     // `+ 0.0`: an empty float sum is −0.
     let total: f64 = estimates.iter().filter_map(|e| e.seconds).sum::<f64>() + 0.0;
-    let remaining: f64 = todo.iter().filter_map(|e| e.seconds).sum::<f64>() + 0.0;
-    let uncalibrated = estimates.iter().filter(|e| e.seconds.is_none()).count();
+    let remaining: f64 = estimates
+        .iter()
+        .filter(|e| !e.run.done)
+        .filter_map(|e| e.seconds)
+        .sum::<f64>()
+        + 0.0;
+    let (setup_seconds, setup_note) = setups;
     let _ = writeln!(
         s,
         "\nestimated CPU time: {:.2} CPU-hours to go ({:.2} for the whole grid, one core per run)",
-        remaining / 3600.0,
-        total / 3600.0
+        (remaining + setup_seconds) / 3600.0,
+        (total + setup_seconds) / 3600.0
     );
-    if let Some(longest) = estimates
-        .iter()
-        .filter(|e| e.seconds.is_some())
-        .max_by(|a, b| {
-            a.seconds
-                .unwrap_or(0.0)
-                .total_cmp(&b.seconds.unwrap_or(0.0))
-        })
-    {
+    if let Some(note) = setup_note {
         let _ = writeln!(
             s,
-            "longest run: {} ({})",
-            human(longest.seconds.unwrap_or(0.0)),
-            plan.trace_name(&longest.run)
+            "  of which {:.2} CPU-hours of {note}",
+            setup_seconds / 3600.0
         );
     }
+    let longest = estimates
+        .iter()
+        .filter_map(|e| Some((e.seconds?, e)))
+        .max_by(|a, b| a.0.total_cmp(&b.0));
+    if let Some((secs, e)) = longest {
+        let _ = writeln!(s, "longest run: {} ({})", human(secs), e.run.name);
+    }
+    let uncalibrated = estimates.iter().filter(|e| e.seconds.is_none()).count();
     if uncalibrated > 0 {
         let _ = writeln!(
             s,
@@ -418,41 +450,54 @@ fn report(
     s
 }
 
-/// Entry point of `pandora experiment plan`.
-pub fn main(args: &PlanArgs) -> Result<()> {
-    let file = super::config::load(&args.config)?;
-    let plan = file
-        .resolve(args.smoke)
-        .with_context(|| format!("in {}", args.config))?;
-    let out = args.out.clone().unwrap_or_else(|| {
-        let name = super::config::file_component(&plan.name);
-        PathBuf::from("results").join(if plan.smoke {
-            format!("{name}-smoke")
-        } else {
-            name
-        })
-    });
+/// The default output directory of a grid named `name` (`results/NAME`, `-smoke` appended with
+/// `smoke`), as `pandora experiment` and `pandora cvs` take it.
+pub fn default_out(name: &str, smoke: bool) -> PathBuf {
+    let name = super::config::file_component(name);
+    PathBuf::from("results").join(if smoke { format!("{name}-smoke") } else { name })
+}
+
+/// Checks the numeric options of `args`.
+fn check(args: &PlanArgs) -> Result<()> {
     if args.cpus_per_task == 0 {
         bail!("--cpus-per-task must be at least 1");
     }
     if !(args.time_margin.is_finite() && args.time_margin >= 1.0) {
         bail!("--time-margin must be a number ≥ 1");
     }
-    let traces = if out.join("traces").is_dir() {
-        read_traces(&out.join("traces"))?
-    } else {
-        Vec::new()
-    };
-    let (rates, sources) = rates(&plan, &traces, args.calibration_steps.max(1));
-    let estimates = estimate_runs(&plan, &rates, &out)?;
-    print!("{}", report(&plan, &estimates, &sources));
-    let runs = estimates.len();
-    let shards = match args.shards {
-        Some(0) => bail!("--shards must be at least 1"),
-        Some(n) => n,
-        None => runs.div_ceil(args.cpus_per_task).clamp(1, 1000),
-    };
-    let shape = array_shape(&estimates, shards, args.cpus_per_task);
+    if args.shards == Some(0) {
+        bail!("--shards must be at least 1");
+    }
+    if args.max_parallel == Some(0) {
+        bail!("--max-parallel must be at least 1");
+    }
+    Ok(())
+}
+
+/// `plan` for any grid: estimates `grid` (output directory `out`), prints the report and the
+/// array, and writes the sbatch script when `--slurm` asks for one.
+pub fn plan_grid(grid: &impl Grid, args: &PlanArgs, out: &Path) -> Result<()> {
+    check(args)?;
+    let runs = grid.runs(out)?;
+    let (rates, sources) = rates(grid, &runs, out, args.calibration_steps.max(1))?;
+    let todo: Vec<PlannedRun> = runs.iter().filter(|r| !r.done).cloned().collect();
+    let (setups, setup_note) = grid.setups(&todo)?;
+    let estimates = estimate_runs(runs, &rates);
+    let n = estimates.len();
+    let shards = args
+        .shards
+        .unwrap_or_else(|| n.div_ceil(args.cpus_per_task).clamp(1, 1000));
+    let shape = array_shape(&estimates, &setups, shards, args.cpus_per_task);
+    let setup_note = setup_note.map(|t| format!("{t} over the {shards} shard(s)"));
+    print!(
+        "{}",
+        report(
+            grid,
+            &estimates,
+            &sources,
+            (shape.setup_seconds, setup_note.as_deref())
+        )
+    );
     let time_seconds = shape.wall_seconds * args.time_margin + 600.0;
     println!(
         "array: {shards} task(s) × {} CPU(s); largest shard ≈ {}; time limit {} (×{} + 10 min)",
@@ -464,23 +509,19 @@ pub fn main(args: &PlanArgs) -> Result<()> {
     let Some(script) = &args.slurm else {
         return Ok(());
     };
-    let max_parallel = match args.max_parallel {
-        Some(0) => bail!("--max-parallel must be at least 1"),
-        Some(m) => m.min(shards),
-        None => shards,
-    };
     let bin = match &args.bin {
         Some(b) => b.clone(),
         None => std::env::current_exe().context("locating the pandora executable")?,
     };
-    let out_abs = absolute(&out)?;
+    let out_abs = absolute(out)?;
     std::fs::create_dir_all(out_abs.join("slurm"))
         .with_context(|| format!("creating {:?}", out_abs.join("slurm")))?;
-    let total: f64 = estimates.iter().filter_map(|e| e.seconds).sum();
+    let total = estimates.iter().filter_map(|e| e.seconds).sum::<f64>() + shape.setup_seconds;
     let spec = ScriptSpec {
-        name: super::config::file_component(&plan.name),
+        command: grid.command(),
+        name: super::config::file_component(&grid.name()),
         shards,
-        max_parallel,
+        max_parallel: args.max_parallel.map_or(shards, |m| m.min(shards)),
         cpus_per_task: args.cpus_per_task,
         mem: args.mem.clone(),
         time_seconds,
@@ -490,9 +531,10 @@ pub fn main(args: &PlanArgs) -> Result<()> {
         smoke: args.smoke,
         out: out_abs,
         comment: format!(
-            "{runs} runs, estimated {:.2} CPU-hours; largest shard ≈ {} (pandora experiment plan)",
+            "{n} runs, estimated {:.2} CPU-hours; largest shard ≈ {} (pandora {} plan)",
             total / 3600.0,
-            human(shape.wall_seconds)
+            human(shape.wall_seconds),
+            grid.command()
         ),
     };
     std::fs::write(script, sbatch_script(&spec)).with_context(|| format!("writing {script:?}"))?;
@@ -501,6 +543,127 @@ pub fn main(args: &PlanArgs) -> Result<()> {
         script.display()
     );
     Ok(())
+}
+
+/// `pandora experiment`'s grid: groups are (problem, policy) pairs, work is
+/// [`super::estimate`]'s, rates come from traces.
+pub struct ExperimentGrid<'a> {
+    plan: &'a Plan,
+}
+
+/// Runs pair `(problem, policy)`'s first seed for `steps` BO steps in a temporary directory and
+/// returns its trace.
+fn calibration_trace(plan: &Plan, pair: Group, steps: usize) -> Result<trace::Trace> {
+    let mut small = plan.clone();
+    let p = &mut small.problems[pair.0];
+    p.budget = None;
+    p.max_evaluations = Some(steps);
+    let dir = std::env::temp_dir().join(format!(
+        "pandora-plan-{}-{}-{}",
+        std::process::id(),
+        pair.0,
+        pair.1
+    ));
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {dir:?}"))?;
+    let r = RunSpec {
+        problem: pair.0,
+        policy: pair.1,
+        seed: plan.seeds[0],
+    };
+    let result = (|| {
+        let instances = Instances::build(&small, &[r]);
+        run_one(&small, &r, &dir, &instances)?;
+        trace::read(&dir.join(small.trace_name(&r)))
+    })();
+    let _ = std::fs::remove_dir_all(&dir);
+    result
+}
+
+impl Grid for ExperimentGrid<'_> {
+    fn command(&self) -> &'static str {
+        "experiment"
+    }
+
+    fn outputs(&self) -> &'static str {
+        "traces"
+    }
+
+    fn name(&self) -> String {
+        self.plan.name.clone()
+    }
+
+    fn headline(&self, runs: usize, done: usize) -> String {
+        let p = self.plan;
+        format!(
+            "experiment '{}': {runs} run(s) ({} problem(s) × {} policy(ies) × {} seed(s)), \
+             {done} complete already",
+            p.name,
+            p.problems.len(),
+            p.policies.len(),
+            p.seeds.len()
+        )
+    }
+
+    fn group_label(&self, g: Group) -> (String, String) {
+        (
+            self.plan.problems[g.0].label.clone(),
+            self.plan.policies[g.1].label.clone(),
+        )
+    }
+
+    fn runs(&self, out: &Path) -> Result<Vec<PlannedRun>> {
+        let plan = self.plan;
+        let costs = mean_costs(plan)?;
+        let c = completeness(plan, &out.join("traces"));
+        let not_done: BTreeSet<&String> = c.missing.iter().chain(&c.unfinished).collect();
+        Ok(plan
+            .runs()
+            .into_iter()
+            .map(|r| {
+                let work = run_work(plan, &r, costs[r.problem]);
+                let name = plan.trace_name(&r);
+                PlannedRun {
+                    done: !not_done.contains(&name),
+                    name,
+                    group: (r.problem, r.policy),
+                    weight: work.total,
+                    units: work.model,
+                    evaluations: work.initial + work.bo_steps,
+                    setup: None,
+                }
+            })
+            .collect())
+    }
+
+    fn measured(&self, out: &Path) -> Result<Rates> {
+        let dir = out.join("traces");
+        if !dir.is_dir() {
+            return Ok(Rates::default());
+        }
+        Ok(Rates::from_traces(self.plan, &read_traces(&dir)?))
+    }
+
+    fn calibrate(&self, group: Group, steps: usize) -> Result<Rate> {
+        let t = calibration_trace(self.plan, group, steps)?;
+        let measured = Rates::from_traces(self.plan, std::slice::from_ref(&t));
+        match measured.by_pair.get(&group) {
+            Some(r) => Ok(*r),
+            None => bail!("the calibration run's trace measured no step"),
+        }
+    }
+}
+
+/// Entry point of `pandora experiment plan`.
+pub fn main(args: &PlanArgs) -> Result<()> {
+    let file = super::config::load(&args.config)?;
+    let plan = file
+        .resolve(args.smoke)
+        .with_context(|| format!("in {}", args.config))?;
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| default_out(&plan.name, plan.smoke));
+    plan_grid(&ExperimentGrid { plan: &plan }, args, &out)
 }
 
 #[cfg(test)]

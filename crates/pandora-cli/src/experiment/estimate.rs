@@ -252,11 +252,12 @@ impl Rates {
             .collect();
         Self { by_pair }
     }
+}
 
-    /// Estimated seconds of a run of work `w` of the pair `(problem, policy)`, if calibrated.
-    pub fn seconds(&self, pair: (usize, usize), w: &RunWork) -> Option<f64> {
-        let rate = self.by_pair.get(&pair)?;
-        Some(rate.per_unit * w.model + rate.per_evaluation * (w.initial + w.bo_steps) as f64)
+impl Rate {
+    /// Estimated seconds of `units` of model work and `evaluations` evaluations.
+    pub fn seconds(&self, units: f64, evaluations: usize) -> f64 {
+        self.per_unit * units + self.per_evaluation * evaluations as f64
     }
 }
 

@@ -2,6 +2,7 @@
 //! resumable, with summaries of regret against cumulative cost. See docs/experiments.md.
 //!
 //! Modules, each importing only those listed before it: [`format`] (CSV cells and numbers),
+//! [`lock`] (one writer per run's output),
 //! [`shard`] (cost-balanced shares of a grid, from `--shard` or a Slurm array),
 //! [`stopping::plan`] (the `[stopping]` table), [`policy`] (one `[[policy]]` table), [`legacy`]
 //! (policies as earlier releases wrote them), [`config`] (the TOML file and its resolution into
@@ -17,6 +18,7 @@ pub mod estimate;
 pub mod figures;
 pub mod format;
 pub mod legacy;
+pub mod lock;
 pub mod policy;
 pub mod report;
 pub mod run;
@@ -115,7 +117,18 @@ pub fn main(args: Args) -> Result<()> {
     if jobs == 0 {
         bail!("--jobs must be at least 1");
     }
-    let failures = execute(&plan, &out, jobs, shard)?;
+    let Tally { failures, busy } = execute(&plan, &out, jobs, shard)?;
+    if busy > 0 {
+        bail!(
+            "{busy} run(s) skipped because another process is writing them (see the messages \
+             above); {failures} failed. Once that process has ended, rerun to finish them{}",
+            if shard.is_some() {
+                ""
+            } else {
+                " and write the summary"
+            }
+        );
+    }
     if let Some(s) = shard {
         // Shards share the directory: the summary is written once, by `summarize`.
         eprintln!(
@@ -156,14 +169,23 @@ pub fn shard_runs(
     Ok(s.select(&weights).into_iter().map(|i| runs[i]).collect())
 }
 
+/// What [`execute`] could not do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tally {
+    /// Runs that failed.
+    pub failures: usize,
+    /// Runs left alone because another process holds their lock.
+    pub busy: usize,
+}
+
 /// Runs every run of `plan` (of `shard`, when given) into `out` with `jobs` threads; returns the
-/// number of failed runs.
+/// runs that failed and those another process is writing (each named on stderr).
 pub fn execute(
     plan: &config::Plan,
     out: &Path,
     jobs: usize,
     shard: Option<shard::Shard>,
-) -> Result<usize> {
+) -> Result<Tally> {
     let traces = out.join("traces");
     std::fs::create_dir_all(&traces).with_context(|| format!("creating {traces:?}"))?;
     let plan_json = serde_json::to_string_pretty(plan)?;
@@ -218,20 +240,33 @@ pub fn execute(
     });
     bar.finish_and_clear();
     let mut failures = 0;
-    let (mut skipped, mut done) = (0, 0);
+    let (mut skipped, mut done, mut busy) = (0, 0, 0);
     for (r, res) in results {
         match res {
             Ok(run::RunStatus::Skipped) => skipped += 1,
             Ok(run::RunStatus::Completed { .. }) => done += 1,
+            Ok(run::RunStatus::Busy(holder)) => {
+                busy += 1;
+                eprintln!(
+                    "run {} skipped: another process is writing it ({holder})",
+                    plan.trace_name(&r)
+                );
+            }
             Err(e) => {
                 failures += 1;
                 eprintln!("run {} failed: {e:#}", plan.trace_name(&r));
             }
         }
     }
+    let busy_note = if busy > 0 {
+        format!(", {busy} skipped (another process is writing them)")
+    } else {
+        String::new()
+    };
     eprintln!(
-        "experiment '{}': {done} run(s) carried out, {skipped} already complete, {failures} failed",
+        "experiment '{}': {done} run(s) carried out, {skipped} already complete, {failures} \
+         failed{busy_note}",
         plan.name
     );
-    Ok(failures)
+    Ok(Tally { failures, busy })
 }

@@ -18,6 +18,7 @@
 //! hyperparameters stored in them.
 
 use super::config::{CostSettingName, Plan, RunSpec, build_problem, step_seed};
+use super::lock::{Acquired, RunLock};
 use super::stopping::{RecordInputs, StatisticsSpec, record, statistics_seed};
 use super::trace::{self, Appender, End, Header, Line, Step, StoppingStats};
 use anyhow::{Context, Result, anyhow, bail};
@@ -43,7 +44,7 @@ pub const TRACE_VERSION: u32 = 1;
 pub const EVALUATION_CAP: usize = 100_000;
 
 /// What [`run_one`] did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RunStatus {
     /// The trace was already complete.
     Skipped,
@@ -52,6 +53,8 @@ pub enum RunStatus {
         /// Evaluations done now (not replayed from the trace).
         new_evaluations: usize,
     },
+    /// Another process is writing the trace (its [`super::lock`] holder line): not touched.
+    Busy(String),
 }
 
 /// The header a run's trace must have.
@@ -330,9 +333,21 @@ fn end_reason(f: &Finished, max_evaluations: Option<usize>, bo_steps: u64) -> Re
 }
 
 /// Carries out run `r` of `plan`, writing its trace into `dir`: skips a complete trace,
-/// continues a partial one and starts a missing one.
+/// continues a partial one and starts a missing one, holding the run's [`super::lock`] meanwhile
+/// (a run whose lock another process holds is left alone: [`RunStatus::Busy`]).
 pub fn run_one(plan: &Plan, r: &RunSpec, dir: &Path, instances: &Instances) -> Result<RunStatus> {
     let path = dir.join(plan.trace_name(r));
+    // A complete trace is never written again: skipped without taking the lock.
+    if path.exists()
+        && let Err(status) = existing_trace(plan, r, &path)?
+    {
+        return Ok(status);
+    }
+    let _lock = match RunLock::acquire(&path)? {
+        Acquired::Held(l) => l,
+        Acquired::Busy(holder) => return Ok(RunStatus::Busy(holder)),
+    };
+    // Read under the lock: another writer may have advanced or finished the run meanwhile.
     let existing = match existing_trace(plan, r, &path)? {
         Ok(t) => t,
         Err(status) => return Ok(status),

@@ -1,0 +1,262 @@
+//! `pandora cvs plan`: the CVS grid as a [`Grid`] of the experiment planner
+//! ([`crate::experiment::cluster`]), which does the estimate, the report and the sbatch script.
+//!
+//! **Groups and work.** A group is a (setting, policy) pair, a setting being an objective × cost
+//! level × variance. A run's work is its shard weight (the parent module's `run_units` over
+//! `T = ⌈budget / c̄⌉` decisions), and its seconds are `a · work` with one rate `a` per group (no
+//! separate per-evaluation rate: an evaluation of these objectives is microseconds).
+//!
+//! **Rates.** From the complete run records of the grid in `OUT/runs/` when a group has some:
+//! `a = Σ wall seconds / Σ estimated work` of its records, so that a plan made while an array runs
+//! (or after one task) accounts for the decisions the policies actually make (cost-aware policies
+//! choose cheap sets and so make more than `T`, which the work model does not see). Otherwise
+//! by a calibration: the group's first seed, on the configuration's bank and optimizer, with a
+//! budget of `steps · c̄` (about `steps` decisions) and the reference optimum replaced by 0 (it
+//! only shifts the regret), timed around the run; `a` = seconds / the work of the decisions it
+//! made. Extrapolating from a handful of decisions at `n₀ + k ≤ 10` observations to a run's last
+//! ones leans on the `n²` shape: as for experiments, take it as good to a factor of about two, and
+//! as a lower bound for the cost-aware policies at cheap costs.
+//!
+//! **Set-up.** Every shard computes the reference optimum of each (objective, variance, seed) its
+//! runs need, with the optimum search (far more starts than an acquisition gets), before its
+//! runs. It is timed once per objective (its first variance and seed still to do) and counted for
+//! every key and shard that needs it.
+//!
+//! **Degenerate cases.** A calibration whose run makes no decision (a budget below every set's
+//! cost cannot happen: `steps · c̄ ≥ c̄` pays for the cheapest set) fails with a message and
+//! leaves the group out of the totals.
+
+use super::{
+    Plan, RunRecord, RunSpec, default_out, load, mean_cost, objective, objective_setup,
+    optimum_key, problem_of, reference_optimum, run_steps, run_units,
+};
+use crate::experiment::cluster::{Grid, Group, PlanArgs, PlannedRun, plan_grid};
+use crate::experiment::estimate::{Rate, Rates};
+use anyhow::{Context, Result, bail};
+use pandora_core::cvs::{RunConfig, build_policy, run};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Instant;
+
+/// The CVS grid of a resolved plan.
+struct CvsGrid<'a> {
+    plan: &'a Plan,
+    /// (objective, cost level, variance) in the grid's order.
+    settings: Vec<(String, String, String)>,
+    /// Policy names in the grid's order.
+    policies: Vec<String>,
+    /// The reference optima's keys, in the grid's order.
+    keys: Vec<(String, String, u64)>,
+}
+
+impl<'a> CvsGrid<'a> {
+    fn new(plan: &'a Plan) -> Self {
+        let mut g = Self {
+            plan,
+            settings: Vec::new(),
+            policies: Vec::new(),
+            keys: Vec::new(),
+        };
+        for r in &plan.runs {
+            let s = setting(r);
+            if !g.settings.contains(&s) {
+                g.settings.push(s);
+            }
+            if !g.policies.contains(&r.policy) {
+                g.policies.push(r.policy.clone());
+            }
+            let k = optimum_key(r);
+            if !g.keys.contains(&k) {
+                g.keys.push(k);
+            }
+        }
+        g
+    }
+
+    fn group(&self, r: &RunSpec) -> Group {
+        let s = setting(r);
+        let si = self.settings.iter().position(|x| *x == s);
+        let pi = self.policies.iter().position(|p| *p == r.policy);
+        (si.unwrap_or(0), pi.unwrap_or(0))
+    }
+
+    /// The first run of `group`.
+    fn first(&self, group: Group) -> Result<&'a RunSpec> {
+        match self.plan.runs.iter().find(|r| self.group(r) == group) {
+            Some(r) => Ok(r),
+            None => bail!("internal: no run in group {group:?}"),
+        }
+    }
+
+    /// The run of the grid that record `rec` is (its bank size filled in as `pandora cvs` does).
+    fn run_of(&self, rec: &RunRecord) -> Option<&'a RunSpec> {
+        self.plan.runs.iter().find(|r| {
+            RunSpec {
+                bank_size: rec.spec.bank_size.or(r.bank_size),
+                ..rec.spec.clone()
+            } == **r
+        })
+    }
+}
+
+/// The setting of run `r`.
+fn setting(r: &RunSpec) -> (String, String, String) {
+    (
+        r.objective.clone(),
+        r.cost_level.clone(),
+        r.variance.to_string(),
+    )
+}
+
+/// Seconds over work, 0 without work.
+fn rate(seconds: f64, units: f64, decisions: usize) -> Rate {
+    Rate {
+        per_unit: if units > 0.0 { seconds / units } else { 0.0 },
+        per_evaluation: 0.0,
+        steps: decisions,
+    }
+}
+
+impl Grid for CvsGrid<'_> {
+    fn command(&self) -> &'static str {
+        "cvs"
+    }
+
+    fn outputs(&self) -> &'static str {
+        "run records"
+    }
+
+    fn name(&self) -> String {
+        self.plan.name.clone()
+    }
+
+    fn headline(&self, runs: usize, done: usize) -> String {
+        format!(
+            "cvs experiment '{}': {runs} run(s) ({} setting(s) × {} policy(ies) × seeds), {done} \
+             complete already",
+            self.plan.name,
+            self.settings.len(),
+            self.policies.len()
+        )
+    }
+
+    fn group_label(&self, g: Group) -> (String, String) {
+        let (o, c, v) = &self.settings[g.0];
+        (format!("{o} {c} var={v}"), self.policies[g.1].clone())
+    }
+
+    fn runs(&self, out: &Path) -> Result<Vec<PlannedRun>> {
+        let runs_dir = out.join("runs");
+        self.plan
+            .runs
+            .iter()
+            .map(|r| {
+                let steps = run_steps(r)?;
+                let units = run_units(self.plan, r, steps)?;
+                let key = optimum_key(r);
+                Ok(PlannedRun {
+                    name: r.file_name(),
+                    group: self.group(r),
+                    weight: units,
+                    units,
+                    evaluations: self.plan.n_init + steps,
+                    done: runs_dir.join(r.file_name()).exists(),
+                    setup: self.keys.iter().position(|k| *k == key),
+                })
+            })
+            .collect()
+    }
+
+    fn measured(&self, out: &Path) -> Result<Rates> {
+        let dir = out.join("runs");
+        let mut sums: BTreeMap<Group, (f64, f64, usize)> = BTreeMap::new();
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            return Ok(Rates::default());
+        };
+        for entry in entries {
+            let path = entry.with_context(|| format!("reading {dir:?}"))?.path();
+            if path.extension().is_none_or(|e| e != "json") {
+                continue;
+            }
+            let rec: RunRecord = serde_json::from_slice(&std::fs::read(&path)?)
+                .with_context(|| format!("parsing {path:?}"))?;
+            let Some(r) = self.run_of(&rec) else {
+                continue;
+            };
+            let s = sums.entry(self.group(r)).or_default();
+            s.0 += rec.wall_seconds;
+            s.1 += run_units(self.plan, r, run_steps(r)?)?;
+            s.2 += rec.steps.len();
+        }
+        Ok(Rates {
+            by_pair: sums
+                .into_iter()
+                .map(|(g, (secs, units, n))| (g, rate(secs, units, n)))
+                .collect(),
+        })
+    }
+
+    fn calibrate(&self, group: Group, steps: usize) -> Result<Rate> {
+        let r = self.first(group)?;
+        let budget = steps as f64 * mean_cost(r)?;
+        let problem = problem_of(self.plan, r)?;
+        let f = objective(&r.objective, r.seed)?;
+        let (d, _, lengthscale, _) = objective_setup(&r.objective)?;
+        let mut cfg = RunConfig::new(d, lengthscale, budget)?;
+        cfg.n_init = self.plan.n_init;
+        cfg.optimizer = self.plan.optimizer.clone();
+        cfg.optimum = Some(0.0);
+        let mut policy = build_policy(&r.policy, budget, self.plan.lambda)?;
+        let start = Instant::now();
+        let trace = run(&problem, f.as_ref(), policy.as_mut(), &cfg, r.seed)?;
+        let seconds = start.elapsed().as_secs_f64();
+        let decisions = trace.steps.len();
+        if decisions == 0 {
+            bail!("the calibration run (budget {budget}) made no decision");
+        }
+        Ok(rate(
+            seconds,
+            run_units(self.plan, r, decisions)?,
+            decisions,
+        ))
+    }
+
+    fn setups(&self, todo: &[PlannedRun]) -> Result<(Vec<f64>, Option<String>)> {
+        let mut seconds = vec![0.0; self.keys.len()];
+        let mut timed: BTreeMap<&str, f64> = BTreeMap::new();
+        let needed: std::collections::BTreeSet<usize> =
+            todo.iter().filter_map(|r| r.setup).collect();
+        for k in needed {
+            let objective = self.keys[k].0.as_str();
+            if !timed.contains_key(objective) {
+                let r = self
+                    .plan
+                    .runs
+                    .iter()
+                    .find(|r| optimum_key(r) == self.keys[k])
+                    .context("internal: a run for every optimum key")?;
+                eprintln!("timing the reference optimum of {objective}");
+                let start = Instant::now();
+                reference_optimum(self.plan, r)
+                    .with_context(|| format!("the reference optimum of {objective}"))?;
+                timed.insert(objective, start.elapsed().as_secs_f64());
+            }
+            seconds[k] = timed[objective];
+        }
+        let note = (!timed.is_empty()).then(|| {
+            let each: Vec<String> = timed.iter().map(|(o, s)| format!("{o} {s:.1} s")).collect();
+            format!(
+                "reference optima (one per objective × variance × seed and shard: {})",
+                each.join(", ")
+            )
+        });
+        Ok((seconds, note))
+    }
+}
+
+/// Entry point of `pandora cvs plan`.
+pub fn main(args: &PlanArgs) -> Result<()> {
+    let plan = load(&args.config, args.smoke)?;
+    let out = default_out(&plan, args.out.as_ref());
+    plan_grid(&CvsGrid::new(&plan), args, &out)
+}
