@@ -147,26 +147,51 @@ fn unit(k: u64) -> f64 {
     (z >> 11) as f64 / (1u64 << 53) as f64
 }
 
-/// Runs `pandora args` in `dir` and, with probability 1/2, kills it with SIGKILL after a random
-/// delay of up to 40 ms; returns its stdout if it finished.
-fn run_or_kill(dir: &Path, args: &[&str], k: &mut u64) -> Option<String> {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_pandora"))
-        .args(args)
-        .current_dir(dir)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    *k += 1;
-    if unit(*k) < 0.5 {
-        *k += 1;
-        std::thread::sleep(Duration::from_micros((unit(*k) * 40_000.0) as u64));
-        let _ = child.kill();
+/// Kills at random moments: with probability 1/2 a process is sent SIGKILL after a random delay
+/// of up to `span_us`. The span adapts to the machine: when a process had already exited by the
+/// time the kill was due, the span shrinks by 30 %, so that on a fast machine the kills still land
+/// while processes run (a fixed 40 ms missed most of them on a quiet machine).
+struct Killer {
+    k: u64,
+    span_us: f64,
+}
+
+impl Killer {
+    fn new() -> Self {
+        Self {
+            k: 0,
+            span_us: 40_000.0,
+        }
     }
-    let out = child.wait_with_output().unwrap();
-    out.status
-        .success()
-        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+
+    fn next(&mut self) -> f64 {
+        self.k += 1;
+        unit(self.k)
+    }
+
+    /// Runs `pandora args` in `dir`, perhaps killing it; returns its stdout if it finished.
+    fn run(&mut self, dir: &Path, args: &[&str]) -> Option<String> {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_pandora"))
+            .args(args)
+            .current_dir(dir)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        if self.next() < 0.5 {
+            let delay = (self.next() * self.span_us) as u64;
+            std::thread::sleep(Duration::from_micros(delay));
+            if child.try_wait().unwrap().is_some() {
+                self.span_us = (self.span_us * 0.7).max(200.0);
+            } else {
+                let _ = child.kill();
+            }
+        }
+        let out = child.wait_with_output().unwrap();
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+    }
 }
 
 /// The told steps of every trial, from the export.
@@ -191,11 +216,11 @@ fn told(dir: &Path) -> Vec<(Value, Vec<u64>)> {
 fn kill_nine_at_random_moments_loses_no_told_step_and_repeats_none() {
     let dir = setup();
     let d = dir.path();
-    let mut k = 0u64;
+    let mut killer = Killer::new();
     let mut confirmed: Vec<(u64, u64)> = Vec::new();
     let mut kills = 0;
     for _round in 0..60 {
-        let Some(out) = run_or_kill(d, &["ask", "s.toml", "--json"], &mut k) else {
+        let Some(out) = killer.run(d, &["ask", "s.toml", "--json"]) else {
             kills += 1;
             // The ask may have handed out a trial nobody knows of: give it up (paused).
             abandon_stale(d);
@@ -223,7 +248,7 @@ fn kill_nine_at_random_moments_loses_no_told_step_and_repeats_none() {
                 "--objective",
                 &v,
             ];
-            if run_or_kill(d, &args, &mut k).is_some() {
+            if killer.run(d, &args).is_some() {
                 confirmed.push((n, step));
                 step += 1;
                 continue;
