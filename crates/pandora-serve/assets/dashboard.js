@@ -106,8 +106,8 @@ function niceTicks(lo, hi, n) {
   return ticks;
 }
 
-// A scale of `values` onto [a, b] in pixels: linear, logarithmic (positive values only) or
-// categorical (`cats`, the labels in order).
+// A scale of `values` onto [a, b] in pixels: linear, linear with whole-number ticks ("int", for
+// counts), logarithmic (positive values only) or categorical (`cats`, the labels in order).
 function scale(values, a, b, kind, cats) {
   if (kind === "cat") {
     const n = Math.max(cats.length, 1);
@@ -140,7 +140,16 @@ function scale(values, a, b, kind, cats) {
     }
     return { at: (v) => (v > 0 ? px(Math.log10(v)) : null), ticks };
   }
-  return { at: (v) => (isNum(v) ? px(v) : null), ticks: niceTicks(lo, hi, 5).map((t) => [px(t), fmt(t)]) };
+  let ticks = niceTicks(lo, hi, 5);
+  if (kind === "int") {
+    // Counts (trials, steps): whole numbers only, every one when fewer than two remain.
+    ticks = ticks.filter((t) => Number.isInteger(t));
+    if (ticks.length < 2) {
+      ticks = [];
+      for (let t = Math.ceil(lo); t <= Math.floor(hi); t++) ticks.push(t);
+    }
+  }
+  return { at: (v) => (isNum(v) ? px(v) : null), ticks: ticks.map((t) => [px(t), fmt(t)]) };
 }
 
 // ---------------------------------------------------------------- charts
@@ -174,6 +183,10 @@ function chart(spec) {
   axes(root, sx, sy, spec);
   if (spec.diagonal) diagonal(root, sx, sy, xs);
   spec.series.forEach((s, i) => drawSeries(root, s, s.cls || "s" + (i % 4), sx, sy));
+  if (!all.length) {
+    root.appendChild(svg("text", { class: "empty", x: (M.l + W - M.r) / 2, y: (M.t + H - M.b) / 2,
+      "text-anchor": "middle" }, "nothing to show yet"));
+  }
   legend(root, spec.legend || spec.series);
   return root;
 }
@@ -295,25 +308,40 @@ function costPerTrial(trials) {
   }));
   return chart({
     id: "cost-per-trial", title: "Cost per trial (failed in red)",
-    x: { label: "trial", kind: "lin" }, y: { label: "cost", kind: "lin" },
+    x: { label: "trial", kind: "int" }, y: { label: "cost", kind: "lin" },
     series: [{ name: "cost", kind: "bars", points: pts }],
   });
 }
 
+// The budget left after each outcome told, in the order told: every step of a trial with steps
+// (paused and running trials spend too), every finished trial without steps.
 function budgetRemaining(setup, trials) {
   const total = setup.budget.total;
-  let spent = 0;
-  let n = 0;
-  const pts = [{ x: 0, y: total, tip: "budget " + fmt(total) }];
-  for (const t of finishedInOrder(trials)) {
-    n += 1;
+  const events = [];
+  for (const t of trials) {
     const counts = setup.budget.count_initial || t.decision.phase !== "initial";
-    if (counts && isNum(t.cost)) spent += t.cost;
-    pts.push({ x: n, y: total - spent, tip: tipOf(t, "remaining " + fmt(total - spent)) });
+    const steps = Array.isArray(t.steps) ? t.steps : [];
+    if (steps.length) {
+      for (const s of steps) {
+        events.push({ at: s.at, number: t.number, cost: counts ? s.cost : 0, t, what: "step " + s.step });
+      }
+    } else if (isNum(t.finished_at)) {
+      events.push({ at: t.finished_at, number: t.number, cost: counts && isNum(t.cost) ? t.cost : 0, t, what: "" });
+    }
   }
+  events.sort((a, b) => a.at - b.at || a.number - b.number);
+  let spent = 0;
+  const pts = [{ x: 0, y: total, tip: "budget " + fmt(total) }];
+  events.forEach((e, i) => {
+    spent += e.cost;
+    const what = (e.what ? e.what + ", " : "") + "remaining " + fmt(total - spent);
+    pts.push({ x: i + 1, y: total - spent, tip: tipOf(e.t, what) });
+  });
+  const stepped = trials.some((t) => Array.isArray(t.steps) && t.steps.length > 0);
   return chart({
     id: "budget-remaining", title: "Budget remaining",
-    x: { label: "trials finished", kind: "lin" }, y: { label: "cost units left", kind: "lin" },
+    x: { label: stepped ? "outcomes told (steps and trials)" : "trials finished", kind: "int" },
+    y: { label: "cost units left", kind: "lin" },
     series: [{ name: "remaining", kind: "line", points: pts }],
   });
 }
@@ -323,7 +351,7 @@ function lambdaChart(trials) {
     .map((t) => ({ x: t.number, y: t.decision.lambda, tip: tipOf(t, "λ " + fmt(t.decision.lambda)) }));
   return chart({
     id: "lambda", title: "λ of each decision",
-    x: { label: "trial", kind: "lin" }, y: { label: "λ (log scale)", kind: "log" },
+    x: { label: "trial", kind: "int" }, y: { label: "λ (log scale)", kind: "log" },
     series: [{ name: "λ", kind: "line", points: pts }],
   });
 }
@@ -339,7 +367,7 @@ function stoppingChart(trials) {
   const name = (checks.find(([, s]) => s.statistic) || [null, { statistic: "statistic" }])[1].statistic;
   return chart({
     id: "stopping", title: "Stopping statistic against its threshold",
-    x: { label: "trial", kind: "lin" }, y: { label: name, kind: "lin" },
+    x: { label: "trial", kind: "int" }, y: { label: name, kind: "lin" },
     series: [
       { name: name, kind: "line", points: value },
       { name: "threshold (log λ)", kind: "line", points: threshold },
@@ -374,7 +402,7 @@ function learningCurves(setup, trials) {
   const shown = STEP_STATES.filter((st) => stepped.some((t) => t.state === st));
   return chart({
     id: "learning-curves", title: "Learning curves (value per step)",
-    x: { label: "step (of " + setup.fidelity.max_steps + ")", kind: "lin" },
+    x: { label: "step (of " + setup.fidelity.max_steps + ")", kind: "int" },
     y: { label: "value (" + setup.direction + ")", kind: "lin" },
     series, legend: shown.length > 1 ? shown.map((st) => ({ name: st, cls: "st-" + st })) : [],
   });
