@@ -14,6 +14,7 @@ pub mod boxes;
 pub mod error;
 pub mod freeze_thaw;
 pub mod gp;
+pub mod optimize;
 pub mod study;
 
 use pyo3::prelude::*;

@@ -74,6 +74,28 @@ impl NativeStudy {
         self.with(|s| toml::to_string(s.config()).map_err(|e| value_err(format!("TOML: {e}"))))
     }
 
+    /// Runs the worker loop on this study with a Python objective (see
+    /// [`crate::optimize`]): returns why the study is finished, or `None` when `evaluate` ended
+    /// the loop. An exception raised by either callable is raised from here.
+    #[pyo3(signature = (evaluate, told, workers = 1, prefix = None))]
+    fn optimize(
+        &self,
+        py: Python<'_>,
+        evaluate: Py<PyAny>,
+        told: Py<PyAny>,
+        workers: usize,
+        prefix: Option<String>,
+    ) -> PyResult<Option<String>> {
+        let prefix = prefix.unwrap_or_else(|| {
+            format!(
+                "{}-py{}",
+                pandora_study::optimize::hostname(),
+                std::process::id()
+            )
+        });
+        crate::optimize::run(py, &self.inner, evaluate, told, workers, prefix)
+    }
+
     /// Hands out the next trial: `(trial_json, None)`, or `(None, reason)` when the study is
     /// finished.
     fn ask(&self, py: Python<'_>, worker: &str) -> PyResult<(Option<String>, Option<String>)> {

@@ -70,11 +70,58 @@ def test_non_finite_values_fail_the_trial_and_the_loop_goes_on():
     assert res.nfev == 6 and res.fun <= 0.5
 
 
-def test_exceptions_in_the_objective_propagate_and_are_recorded():
+def test_exceptions_in_the_objective_propagate_and_are_recorded(tmp_path):
+    calls = []
+
     def boom(x):
-        raise RuntimeError("boom")
+        calls.append(x)
+        if len(calls) == 2:
+            raise RuntimeError("boom")
+        return float(x[0])
+    url = f"sqlite:{tmp_path / 's.db'}"
     with pytest.raises(RuntimeError, match="boom"):
-        pandora.minimize(boom, [(0, 1)], max_trials=3, progress=False)
+        pandora.minimize(boom, [(0, 1)], max_trials=5, progress=False, storage=url, name="b")
+    # The loop ended at the exception: the trial it raised in is failed, none was asked after.
+    trials = pandora.Study.load("b", url).trials
+    assert [t["state"] for t in trials] == ["complete", "failed"]
+    assert "exception in the objective" in trials[1]["error"]
+
+
+def test_keyboard_interrupt_in_the_objective_ends_the_loop():
+    def interrupted(x):
+        raise KeyboardInterrupt
+    with pytest.raises(KeyboardInterrupt):
+        pandora.minimize(interrupted, [(0, 1)], max_trials=5, progress=False)
+
+
+def test_the_objective_runs_on_the_callers_thread():
+    # So that Python's signal handlers (Ctrl-C) run while the loop runs.
+    import threading
+    seen = set()
+    pandora.minimize(lambda x: seen.add(threading.get_ident()) or float(x[0]), [(0, 1)],
+                     max_trials=3, progress=False)
+    assert seen == {threading.get_ident()}
+
+
+def test_workers_share_a_stored_study(tmp_path):
+    import time
+    url = f"sqlite:{tmp_path / 'w.db'}"
+
+    def slow(x):
+        time.sleep(0.02)  # releases the GIL: the other worker asks meanwhile
+        return float((x[0] - 0.3) ** 2)
+    res = pandora.minimize(slow, [(0, 1)], max_trials=8, progress=False, storage=url,
+                           name="w", workers=2)
+    assert res.nfev == 8 and res.stop_reason == "reached max_trials = 8"
+    workers = {t["worker"] for t in pandora.Study.load("w", url).trials}
+    assert len(workers) == 2, workers
+
+
+def test_workers_need_stored_studies():
+    with pytest.raises(ValueError, match="workers > 1 needs"):
+        pandora.minimize(lambda x: 0.0, [(0, 1)], max_trials=3, progress=False, workers=2)
+    with pytest.raises(ValueError, match="workers must be"):
+        pandora.minimize(lambda x: 0.0, [(0, 1)], max_trials=3, progress=False, workers=0)
 
 
 @pytest.mark.parametrize("kw,msg", [

@@ -1,15 +1,19 @@
 //! The worker loop, written once: ask, evaluate, tell, with `K` workers on one study
-//! ([`optimize`]). `pandora run` is a thin adapter over it (options, progress lines, the
-//! summary); any front end with an objective of its own implements [`Objective`].
+//! ([`optimize()`], or [`Study::optimize`] on a study already open). `pandora run` and Python's
+//! `pandora.minimize` are thin adapters over it (options, progress, the summary); any front end
+//! with an objective of its own implements [`Objective`].
 //!
 //! # Definition
 //!
-//! Each of `K` workers (threads) opens the study on a connection of its own and repeats: `ask`
-//! (under the storage's lock: no two workers receive the same trial), evaluate the trial while a
+//! Each of `K` workers opens the study on a connection of its own (worker 0 runs on the calling
+//! thread, with the caller's study under [`Study::optimize`]; the others on threads) and
+//! repeats: `ask` (under the storage's lock: no two workers receive the same trial), evaluate
+//! the trial while a
 //! heartbeat thread keeps the trial's heartbeat fresh over a third connection, then `tell` the
 //! outcome at once (for a trial with steps: each reported step in order, then its pause,
 //! failure or completion, [`steps`]). A worker ends when the study is finished (budget, trials,
-//! stopping rule: the reason is returned), when another worker failed, or when a signal came.
+//! stopping rule: the reason is returned), when another worker failed, when a signal came, or
+//! when the objective ends the loop ([`Objective::ended`]: a Python exception).
 //!
 //! # What ends the loop with an error
 //!
@@ -17,7 +21,8 @@
 //! - a panic in an evaluation (the trial is failed with "internal error: ...", then the loop
 //!   stops) or in a worker;
 //! - trials failing in a row with the same reason: [`worker::SAME_FAILURES_AT_START`] before any
-//!   trial of the loop completed (a command that cannot start), [`worker::SAME_FAILURES`] after.
+//!   trial of the loop completed (a command that cannot start), [`worker::SAME_FAILURES`] after
+//!   (unless [`OptimizeOptions::stop_on_repeated_failures`] is off).
 //!
 //! The first error stops the other workers after their current trial.
 //!
@@ -33,8 +38,9 @@
 //!
 //! - `workers = 0` is refused before anything is opened.
 //! - A study that is already finished returns at once with its reason.
-//! - An in-memory SQLite study (`sqlite::memory:`) has one connection per worker, hence one
-//!   database per worker: use a file (or PostgreSQL) with more than one worker.
+//! - An in-memory SQLite study (`sqlite::memory:`) would be one database per connection: it
+//!   runs under [`Study::optimize`] with one worker only (more is [`OptimizeError::InMemory`]),
+//!   and its trials have no heartbeat (no other process can see them).
 
 mod evaluation;
 mod objective;
@@ -47,7 +53,7 @@ pub use worker::{AfterSignal, Opener, SAME_FAILURES, SAME_FAILURES_AT_START};
 
 use crate::error::Error;
 use crate::shutdown::{Shutdown, StopSignal};
-use crate::study::Summary;
+use crate::study::{Study, Summary};
 use crate::trial::Trial;
 use std::sync::Mutex;
 use std::sync::atomic::AtomicBool;
@@ -98,6 +104,13 @@ pub enum OptimizeError {
     /// A worker panicked outside an evaluation.
     #[error("a worker panicked: {0}")]
     WorkerPanicked(String),
+    /// More than one worker on an in-memory study (each connection would be a database of
+    /// its own).
+    #[error(
+        "workers: an in-memory study (sqlite::memory:) runs with one worker, got {0}; \
+         store the study in a file (sqlite:PATH) or PostgreSQL to share it between workers"
+    )]
+    InMemory(usize),
     /// Trials kept failing the same way.
     #[error("stopped after {count} trials in a row failed with the same error: {reason}")]
     SameFailures {
@@ -137,16 +150,22 @@ pub struct OptimizeOptions<'a> {
     pub heartbeat: Duration,
     /// The signals the loop listens to, if any ([`crate::shutdown::listen`]).
     pub shutdown: Option<&'a Shutdown>,
+    /// Whether trials failing in a row with the same reason end the loop with
+    /// [`OptimizeError::SameFailures`] (default). Off for objectives whose failures are part of
+    /// the landscape (a Python function returning NaN where it is undefined).
+    pub stop_on_repeated_failures: bool,
 }
 
 impl OptimizeOptions<'_> {
-    /// `workers` workers named after this host and process, the default heartbeat, no signals.
+    /// `workers` workers named after this host and process, the default heartbeat, no signals,
+    /// repeated failures stopping the loop.
     pub fn new(workers: usize) -> Self {
         Self {
             workers,
             prefix: format!("{}-{}", hostname(), std::process::id()),
             heartbeat: Duration::from_secs_f64(HEARTBEAT_S),
             shutdown: None,
+            stop_on_repeated_failures: true,
         }
     }
 }
@@ -175,6 +194,40 @@ pub fn optimize(
     observer: &dyn Observer,
     options: &OptimizeOptions<'_>,
 ) -> Result<Optimized, OptimizeError> {
+    run(None, open, objective, observer, options)
+}
+
+impl Study {
+    /// Runs the worker loop ([`optimize()`]) on this study: worker 0 uses this study (so an
+    /// in-memory study works, with one worker), workers 1, 2, ... each open it again on a
+    /// connection of their own. Worker 0 runs on the calling thread.
+    pub fn optimize(
+        &mut self,
+        objective: &dyn Objective,
+        observer: &dyn Observer,
+        options: &OptimizeOptions<'_>,
+    ) -> Result<Optimized, OptimizeError> {
+        let config = self.config().clone();
+        if options.workers > 1 && crate::storage::is_in_memory(&config.study.storage) {
+            return Err(OptimizeError::InMemory(options.workers));
+        }
+        let open = move || -> Result<Study, Box<dyn std::error::Error + Send + Sync>> {
+            let storage = crate::storage::open(&config.study.storage)?;
+            Ok(Study::open(config.clone(), storage)?)
+        };
+        run(Some(self), &open, objective, observer, options)
+    }
+}
+
+/// The loop: worker 0 on the calling thread (on `first` when given), the others on threads of
+/// their own.
+fn run(
+    first: Option<&mut Study>,
+    open: &Opener<'_>,
+    objective: &dyn Objective,
+    observer: &dyn Observer,
+    options: &OptimizeOptions<'_>,
+) -> Result<Optimized, OptimizeError> {
     if options.workers == 0 {
         return Err(OptimizeError::NoWorkers);
     }
@@ -186,25 +239,25 @@ pub fn optimize(
         stop: AtomicBool::new(false),
         shutdown: options.shutdown,
         after_signal: Mutex::new(AfterSignal::default()),
-        streak: Mutex::new(FailureStreak::default()),
+        streak: options
+            .stop_on_repeated_failures
+            .then(|| Mutex::new(FailureStreak::default())),
         report: Mutex::new(()),
     };
     let ends: Vec<Result<Option<String>, OptimizeError>> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..options.workers)
+        let handles: Vec<_> = (1..options.workers)
             .map(|k| {
                 let name = format!("{}-{k}", options.prefix);
                 let workers = &workers;
-                s.spawn(move || workers.work_or_stop(&name))
+                s.spawn(move || workers.work_or_stop(&name, None))
             })
             .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join().unwrap_or_else(|p| {
-                    Err(OptimizeError::WorkerPanicked(worker::panic_message(&*p)))
-                })
-            })
-            .collect()
+        let mine = workers.work_or_stop(&format!("{}-0", options.prefix), first);
+        let theirs = handles.into_iter().map(|h| {
+            h.join()
+                .unwrap_or_else(|p| Err(OptimizeError::WorkerPanicked(worker::panic_message(&*p))))
+        });
+        std::iter::once(mine).chain(theirs).collect()
     });
     let mut finished = None;
     for end in ends {

@@ -130,6 +130,13 @@ pub fn open(url: &str) -> Result<Box<dyn Storage>> {
     }
 }
 
+/// Whether `url` names a private in-memory SQLite database (`sqlite::memory:`): each
+/// connection opened with it is a database of its own.
+pub fn is_in_memory(url: &str) -> bool {
+    url.starts_with("sqlite:")
+        && sqlite::SqliteStorage::path_of_url(url).is_ok_and(|p| p == ":memory:")
+}
+
 /// The URL with its password hidden, for messages and logs (see [`crate::redact`]).
 pub use crate::redact::redact_url;
 

@@ -1,6 +1,7 @@
 //! The worker loop as a library (`pandora_study::optimize`): an objective given as a Rust
-//! function, several workers on one SQLite study, and the ways the loop ends (finished, a
-//! failure streak, a panic in an evaluation).
+//! function, several workers on one SQLite study, `Study::optimize` on a study already open (in
+//! memory too), and the ways the loop ends (finished, a failure streak, a panic in an
+//! evaluation, the objective ending it).
 
 use pandora_study::optimize::{
     Evaluation, OptimizeError, OptimizeOptions, SAME_FAILURES_AT_START, Silent, optimize,
@@ -10,14 +11,20 @@ use pandora_study::storage::sqlite::SqliteStorage;
 use pandora_study::{Outcome, Study, StudyConfig, Trial, TrialState};
 use std::collections::HashSet;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 /// A study of two floats with an external objective and `budget` (extra TOML appended).
 fn config(db: &Path, extra: &str) -> StudyConfig {
+    config_at(&format!("sqlite:{}", db.display()), extra)
+}
+
+/// [`config`] in the storage `url`.
+fn config_at(url: &str, extra: &str) -> StudyConfig {
     let toml = format!(
         r#"
 [study]
 name = "loop"
-storage = "sqlite:{}"
+storage = "{url}"
 
 [objective]
 kind = "external"
@@ -38,8 +45,7 @@ high = 1.0
 initial_design = 3
 seed = 5
 {extra}
-"#,
-        db.display()
+"#
     );
     StudyConfig::from_toml(&toml).unwrap()
 }
@@ -165,4 +171,132 @@ fn no_workers_is_refused_before_anything_is_opened() {
     let err = optimize(&never, &quadratic, &Silent, &OptimizeOptions::new(0)).unwrap_err();
     assert!(matches!(err, OptimizeError::NoWorkers));
     assert_eq!(err.to_string(), "workers: must be at least 1, got 0");
+}
+
+/// An objective that ends the loop once it has seen `after` trials.
+struct EndsAfter {
+    after: u64,
+    seen: std::sync::atomic::AtomicU64,
+}
+
+impl pandora_study::Objective for EndsAfter {
+    fn evaluate(&self, s: &Study, t: &Trial, stop: Option<&Shutdown>) -> Evaluation {
+        self.seen.fetch_add(1, Ordering::SeqCst);
+        quadratic(s, t, stop)
+    }
+
+    fn ended(&self) -> bool {
+        self.seen.load(Ordering::SeqCst) >= self.after
+    }
+}
+
+#[test]
+fn study_optimize_runs_an_in_memory_study_on_the_callers_thread() {
+    let cfg = config_at("sqlite::memory:", "[budget]\nmax_trials = 6");
+    let storage = pandora_study::storage::open(&cfg.study.storage).unwrap();
+    let mut study = Study::open(cfg, storage).unwrap();
+    let caller = std::thread::current().id();
+    let on_caller = |s: &Study, t: &Trial, stop: Option<&Shutdown>| {
+        assert_eq!(
+            std::thread::current().id(),
+            caller,
+            "worker 0 runs on the caller's thread"
+        );
+        quadratic(s, t, stop)
+    };
+    let ended = study
+        .optimize(&on_caller, &Silent, &OptimizeOptions::new(1))
+        .unwrap();
+    assert_eq!(ended.finished.as_deref(), Some("reached max_trials = 6"));
+    // The caller's own study holds the trials (a second connection would see an empty database).
+    let all = study.trials().unwrap();
+    assert_eq!(all.len(), 6);
+    assert!(all.iter().all(|t| t.state == TrialState::Complete));
+}
+
+#[test]
+fn study_optimize_refuses_workers_on_an_in_memory_study() {
+    let cfg = config_at("sqlite::memory:", "[budget]\nmax_trials = 6");
+    let storage = pandora_study::storage::open(&cfg.study.storage).unwrap();
+    let mut study = Study::open(cfg, storage).unwrap();
+    let err = study
+        .optimize(&quadratic, &Silent, &OptimizeOptions::new(2))
+        .unwrap_err();
+    assert!(matches!(err, OptimizeError::InMemory(2)), "{err:?}");
+    assert!(
+        err.to_string().starts_with("workers: an in-memory study"),
+        "{err}"
+    );
+    assert!(study.trials().unwrap().is_empty(), "nothing was asked");
+}
+
+#[test]
+fn study_optimize_shares_a_file_study_with_workers_of_their_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(&dir.path().join("s.db"), "[budget]\nmax_trials = 9");
+    let storage = pandora_study::storage::open(&cfg.study.storage).unwrap();
+    let mut study = Study::open(cfg.clone(), storage).unwrap();
+    // Each evaluation waits (up to 5 s) until two evaluations have run at once, so a worker
+    // that opened its own connection must have taken a trial while worker 0 held one.
+    let (running, overlapped) = (AtomicUsize::new(0), AtomicBool::new(false));
+    let waits = |s: &Study, t: &Trial, stop: Option<&Shutdown>| {
+        if running.fetch_add(1, Ordering::SeqCst) >= 1 {
+            overlapped.store(true, Ordering::SeqCst);
+        }
+        let start = std::time::Instant::now();
+        while !overlapped.load(Ordering::SeqCst) && start.elapsed().as_secs() < 5 {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        running.fetch_sub(1, Ordering::SeqCst);
+        quadratic(s, t, stop)
+    };
+    let ended = study
+        .optimize(&waits, &Silent, &OptimizeOptions::new(3))
+        .unwrap();
+    assert_eq!(ended.finished.as_deref(), Some("reached max_trials = 9"));
+    assert!(
+        overlapped.load(Ordering::SeqCst),
+        "no two evaluations ran at once"
+    );
+    let all = trials(&cfg);
+    assert_eq!(all.len(), 9);
+    let workers: HashSet<_> = all.iter().filter_map(|t| t.worker.clone()).collect();
+    assert!(
+        workers.len() >= 2,
+        "more than one worker asked: {workers:?}"
+    );
+}
+
+#[test]
+fn an_objective_that_ends_the_loop_stops_every_worker_without_a_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(&dir.path().join("s.db"), "[budget]\nmax_trials = 30");
+    let open = opener(&cfg);
+    let objective = EndsAfter {
+        after: 4,
+        seen: Default::default(),
+    };
+    let ended = optimize(&open, &objective, &Silent, &OptimizeOptions::new(2)).unwrap();
+    assert_eq!(ended.finished, None);
+    let all = trials(&cfg);
+    // Each worker finishes the trial it holds: at most one more than `after` per other worker.
+    assert!((4..=5).contains(&all.len()), "{} trials", all.len());
+    assert!(all.iter().all(|t| t.state == TrialState::Complete));
+}
+
+#[test]
+fn repeated_failures_continue_when_the_options_say_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(&dir.path().join("s.db"), "[budget]\nmax_trials = 8");
+    let open = opener(&cfg);
+    let nan = |_: &Study, _: &Trial, _: Option<&Shutdown>| Evaluation::failed("value is NaN");
+    let options = OptimizeOptions {
+        stop_on_repeated_failures: false,
+        ..OptimizeOptions::new(1)
+    };
+    let ended = optimize(&open, &nan, &Silent, &options).unwrap();
+    assert_eq!(ended.finished.as_deref(), Some("reached max_trials = 8"));
+    let all = trials(&cfg);
+    assert_eq!(all.len(), 8);
+    assert!(all.iter().all(|t| t.state == TrialState::Failed));
 }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import sys
 import time
@@ -101,6 +102,76 @@ def _check_bounds(bounds: Any) -> np.ndarray:
     return b
 
 
+class _Loop:
+    """The Python half of one loop: calls ``f`` on a trial, interprets what it returns as the
+    cost setting says, and keeps the history."""
+
+    def __init__(self, f: Callable[[np.ndarray], Any], d: int, cost: CostArg, kind: str,
+                 direction: str) -> None:
+        self.f = f
+        self.d = d
+        self.cost = cost
+        self.kind = kind
+        self.sign = 1.0 if direction == "maximize" else -1.0
+        self.best = -math.inf
+        self.spent = 0.0
+        self.history: List[Dict[str, Any]] = []
+        self.nonfinite: Dict[int, float] = {}
+        self.raised: Optional[BaseException] = None
+
+    def point(self, t: Dict[str, Any]) -> np.ndarray:
+        return np.array([t["params"][f"x{k}"] for k in range(self.d)], dtype=float)
+
+    def evaluate(self, trial_json: str) -> Tuple[Optional[float], Optional[float], Optional[str],
+                                                 float, bool]:
+        """``(value, cost, error, elapsed, stop)`` for the native loop (see
+        ``crates/pandora-py/src/optimize.rs``)."""
+        t = json.loads(trial_json)
+        x = self.point(t)
+        t0 = time.perf_counter()
+        try:
+            out = self.f(x.copy())
+        except BaseException as e:  # noqa: BLE001 - raised again once the loop has returned
+            self.raised = e
+            return None, None, "exception in the objective", time.perf_counter() - t0, True
+        elapsed = max(time.perf_counter() - t0, 1e-9)
+        c: Optional[float] = None
+        try:
+            if self.cost == "reported":
+                if not (isinstance(out, tuple) and len(out) == 2):
+                    raise ValueError("with cost='reported', f must return (value, cost)")
+                value, c = float(out[0]), float(out[1])
+            else:
+                value = float(out)
+                if callable(self.cost):
+                    c = float(self.cost(x.copy()))
+            if c is not None and not (math.isfinite(c) and c > 0):
+                raise ValueError(f"the cost must be finite and > 0, got {c} at x = {x}")
+        except BaseException as e:  # noqa: BLE001 - raised again once the loop has returned
+            self.raised = e
+            return None, None, f"invalid output: {e}", elapsed, True
+        if not math.isfinite(value):
+            self.nonfinite[t["number"]] = value
+            return None, c, f"non-finite value {value}", elapsed, False
+        return value, c, None, elapsed, False
+
+    def told(self, t: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+        """Adds a recorded trial to the history; returns its entry (``None`` for a trial failed
+        by an exception, which is raised instead)."""
+        number = t["number"]
+        if t["state"] == "failed" and number not in self.nonfinite:
+            return None
+        value = t["objective"] if t["state"] == "complete" else self.nonfinite.pop(number)
+        c = t.get("cost")
+        if t["state"] == "complete":
+            self.best = max(self.best, self.sign * value)
+            self.spent += c
+        entry = {"number": number, "x": self.point(t), "value": value, "cost": c,
+                 "phase": (t.get("decision") or {}).get("phase"), "best": self.sign * self.best}
+        self.history.append(entry)
+        return entry
+
+
 def _optimize(
     f: Callable[[np.ndarray], Any],
     bounds: Any,
@@ -119,9 +190,14 @@ def _optimize(
     progress: bool,
     storage: Optional[str],
     name: Optional[str],
+    workers: int = 1,
 ) -> OptimizeResult:
     if not callable(f):
         raise ValueError("f must be callable")
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"workers must be an integer >= 1, got {workers!r}")
+    if workers > 1 and (storage is None or ":memory:" in storage):
+        raise ValueError("workers > 1 needs a study in a file or PostgreSQL: give storage=")
     b = _check_bounds(bounds)
     d = b.shape[0]
     if budget is None and max_trials is None and stopping != "pbgi":
@@ -155,50 +231,23 @@ def _optimize(
     )
     unit = {"uniform": "evals", "runtime": "s"}.get(kind, "cost")
     bar = _Progress(progress, budget, unit)
-    history: List[Dict[str, Any]] = []
-    sign = 1.0 if direction == "maximize" else -1.0
-    best = -math.inf
-    spent = 0.0
+    loop = _Loop(f, d, cost, kind, direction)
+
+    # The worker loop is Pandora's own (the one `pandora run` runs): it asks, calls `evaluate`,
+    # tells, and calls `told` after each recorded trial; an exception in either ends it and is
+    # raised here.
+    def told(trial_json: str) -> None:
+        entry = loop.told(json.loads(trial_json))
+        if entry is not None:
+            bar.update(len(loop.history), loop.spent, entry["cost"], entry["best"])
+
     try:
-        while True:
-            trial = study.ask()
-            if trial is None:
-                break
-            x = np.array([trial.params[f"x{k}"] for k in range(d)], dtype=float)
-            t0 = time.perf_counter()
-            try:
-                out = f(x.copy())
-            except BaseException:
-                study.tell(trial, failed="exception in the objective",
-                           cost=time.perf_counter() - t0 if kind == "runtime" else None)
-                raise
-            elapsed = max(time.perf_counter() - t0, 1e-9)
-            c: Optional[float]
-            if cost == "reported":
-                if not (isinstance(out, tuple) and len(out) == 2):
-                    raise ValueError("with cost='reported', f must return (value, cost)")
-                value, c = float(out[0]), float(out[1])
-            else:
-                value = float(out)
-                c = elapsed if kind == "runtime" else None
-                if callable(cost):
-                    c = float(cost(x.copy()))
-            if c is not None and not (math.isfinite(c) and c > 0):
-                study.tell(trial, failed=f"invalid cost {c}", cost=None)
-                raise ValueError(f"the cost must be finite and > 0, got {c} at x = {x}")
-            if not math.isfinite(value):
-                study.tell(trial, failed=f"non-finite value {value}", cost=c)
-                history.append({"number": trial.number, "x": x, "value": value, "cost": c,
-                                "phase": trial.decision.get("phase"), "best": sign * best})
-                continue
-            t = study.tell(trial, value, c)
-            best = max(best, sign * value)
-            spent += t["cost"]
-            history.append({"number": trial.number, "x": x, "value": value, "cost": t["cost"],
-                            "phase": trial.decision.get("phase"), "best": sign * best})
-            bar.update(len(history), spent, t["cost"], sign * best)
+        finished = study._native.optimize(loop.evaluate, told, workers, study._worker)
     finally:
         bar.close()
+    if loop.raised is not None:
+        raise loop.raised
+    study._finished = finished
     s = study.summary
     if s["best"] is None:
         x_best = np.full(d, np.nan)
@@ -206,7 +255,7 @@ def _optimize(
     else:
         x_best = np.array([s["best"]["params"][f"x{k}"] for k in range(d)], dtype=float)
         f_best = float(s["best"]["value"])
-    return OptimizeResult(x_best, f_best, history, study.stop_reason, study,
+    return OptimizeResult(x_best, f_best, loop.history, study.stop_reason, study,
                           float(s["total_cost"]), float(s["budget_spent"]), s["stopping"])
 
 
@@ -227,6 +276,7 @@ def minimize(
     progress: bool = True,
     storage: Optional[str] = None,
     name: Optional[str] = None,
+    workers: int = 1,
 ) -> OptimizeResult:
     """Minimizes ``f(x)`` over the box ``bounds`` by cost-aware Bayesian optimization.
 
@@ -257,6 +307,14 @@ def minimize(
             :meth:`pandora.Study.create`).
         progress: show a progress bar (tqdm.auto if installed, else a stderr line on terminals).
         storage, name: keep the study in this database under this name (default: in memory).
+        workers: evaluations run at once, each in a thread of its own (worth it when ``f``
+            releases the GIL: a subprocess, a simulation in native code). More than one needs
+            ``storage`` (a file or PostgreSQL); every worker asks, evaluates and tells on its own
+            connection, as ``pandora run --workers`` does.
+
+    The loop is Pandora's own worker loop (the one ``pandora run`` runs): each trial keeps a
+    heartbeat while ``f`` runs (with ``storage``, another process can see it is alive), and an
+    exception in ``f`` (``KeyboardInterrupt`` too) fails the trial, ends the loop and is raised.
 
     Returns:
         An :class:`OptimizeResult` (best ``x`` and ``fun``, ``history``, ``stop_reason``,
@@ -266,7 +324,7 @@ def minimize(
                      seed=seed, max_trials=max_trials, initial_design=initial_design, lam=lam,
                      stopping=stopping, stopping_lambda=stopping_lambda,
                      stopping_options=stopping_options, progress=progress, storage=storage,
-                     name=name)
+                     name=name, workers=workers)
 
 
 def maximize(
@@ -286,10 +344,11 @@ def maximize(
     progress: bool = True,
     storage: Optional[str] = None,
     name: Optional[str] = None,
+    workers: int = 1,
 ) -> OptimizeResult:
     """Maximizes ``f(x)`` over the box ``bounds``; the arguments are those of :func:`minimize`."""
     return _optimize(f, bounds, "maximize", budget=budget, cost=cost, acquisition=acquisition,
                      seed=seed, max_trials=max_trials, initial_design=initial_design, lam=lam,
                      stopping=stopping, stopping_lambda=stopping_lambda,
                      stopping_options=stopping_options, progress=progress, storage=storage,
-                     name=name)
+                     name=name, workers=workers)

@@ -3,7 +3,8 @@
 //! ([`super::objective`]), trials with steps ([`super::steps`]) and the worker loop
 //! ([`super::worker`]), so that none imports another's internals.
 
-use crate::command::{CommandError, CommandSpec, ReportedStep};
+use crate::command::{CommandError, CommandSpec, Reported, ReportedStep};
+use crate::config::CostKind;
 use crate::shutdown::Shutdown;
 use crate::study::{Recorded, Study};
 use crate::trial::{Outcome, Trial};
@@ -40,6 +41,20 @@ impl Evaluation {
             cost: None,
         })
     }
+
+    /// The evaluation of `trial` that returned `result` (a value and perhaps a cost, or why it
+    /// failed) after `elapsed` seconds, with its cost as the study's `[cost] kind` says:
+    /// `uniform`/`known` the known cost (1 for uniform), `runtime` the wall time, `reported`
+    /// the returned cost (its absence fails the trial). A failed trial keeps a known or measured
+    /// cost.
+    pub fn of_result(
+        study: &Study,
+        trial: &Trial,
+        result: std::result::Result<Reported, String>,
+        elapsed: f64,
+    ) -> Self {
+        Self::told(outcome(study, trial, result, elapsed))
+    }
 }
 
 /// An objective the worker loop can evaluate: the study's configured one
@@ -51,6 +66,13 @@ impl Evaluation {
 pub trait Objective: Sync {
     /// Evaluates `trial` of `study`.
     fn evaluate(&self, study: &Study, trial: &Trial, stop: Option<&Shutdown>) -> Evaluation;
+
+    /// Whether the objective ends the loop: checked before each ask, so that no worker asks for
+    /// another trial once it says so (e.g. a Python objective raised an exception, which the
+    /// caller re-raises). The loop then returns as after a signal, without a finish reason.
+    fn ended(&self) -> bool {
+        false
+    }
 }
 
 impl<F> Objective for F
@@ -106,5 +128,43 @@ pub(crate) fn abandon_reason(
             "abandoned: stopped by {signal}; the evaluation then failed: {e}"
         )),
         _ => None,
+    }
+}
+
+/// The outcome of an evaluation that returned `result` after `elapsed` seconds, with its cost
+/// as `[cost] kind` says (a failed trial keeps a known or measured cost).
+fn outcome(
+    study: &Study,
+    trial: &Trial,
+    result: std::result::Result<Reported, String>,
+    elapsed: f64,
+) -> Outcome {
+    let kind = study.config().cost.kind;
+    let known = study.known_cost(&trial.x);
+    match result {
+        Ok(r) => {
+            let cost = match kind {
+                CostKind::Uniform | CostKind::Known => Ok(known.unwrap_or(1.0)),
+                CostKind::Runtime => Ok(elapsed.max(1e-9)),
+                CostKind::Reported => r.cost.ok_or_else(|| {
+                    "cost.kind = \"reported\" but the output has no \"cost\"".to_string()
+                }),
+            };
+            match cost {
+                Ok(cost) => Outcome::Complete {
+                    objective: r.objective,
+                    cost,
+                },
+                Err(reason) => Outcome::Failed { reason, cost: None },
+            }
+        }
+        Err(reason) => {
+            let cost = match kind {
+                CostKind::Runtime => Some(elapsed),
+                CostKind::Uniform | CostKind::Known => known,
+                CostKind::Reported => None,
+            };
+            Outcome::Failed { reason, cost }
+        }
     }
 }

@@ -6,7 +6,7 @@
 use super::evaluation::{Evaluation, Objective, abandon_reason, command_spec};
 use super::steps;
 use crate::command::{self, Reported};
-use crate::config::{CostKind, ObjectiveKind};
+use crate::config::ObjectiveKind;
 use crate::error::{Error, Result};
 use crate::shutdown::Shutdown;
 use crate::study::Study;
@@ -72,47 +72,8 @@ impl Objective for ConfigObjective {
             (Err(EXTERNAL_OBJECTIVE.to_string()), 0.0, None)
         };
         Evaluation {
-            outcome: Some(outcome(study, trial, result, elapsed)),
             abandon,
-            steps: Vec::new(),
-        }
-    }
-}
-
-/// The outcome of an evaluation that returned `result` after `elapsed` seconds, with its cost
-/// as `[cost] kind` says (a failed trial keeps a known or measured cost).
-fn outcome(
-    study: &Study,
-    trial: &Trial,
-    result: std::result::Result<Reported, String>,
-    elapsed: f64,
-) -> Outcome {
-    let kind = study.config().cost.kind;
-    let known = study.known_cost(&trial.x);
-    match result {
-        Ok(r) => {
-            let cost = match kind {
-                CostKind::Uniform | CostKind::Known => Ok(known.unwrap_or(1.0)),
-                CostKind::Runtime => Ok(elapsed.max(1e-9)),
-                CostKind::Reported => r.cost.ok_or_else(|| {
-                    "cost.kind = \"reported\" but the output has no \"cost\"".to_string()
-                }),
-            };
-            match cost {
-                Ok(cost) => Outcome::Complete {
-                    objective: r.objective,
-                    cost,
-                },
-                Err(reason) => Outcome::Failed { reason, cost: None },
-            }
-        }
-        Err(reason) => {
-            let cost = match kind {
-                CostKind::Runtime => Some(elapsed),
-                CostKind::Uniform | CostKind::Known => known,
-                CostKind::Reported => None,
-            };
-            Outcome::Failed { reason, cost }
+            ..Evaluation::of_result(study, trial, result, elapsed)
         }
     }
 }

@@ -91,7 +91,11 @@ fn evaluate_and_tell(
     std::thread::scope(|s| {
         // Dropped on every way out of this closure, unwinding included: the heartbeat ends.
         let (alive, stop) = mpsc::channel::<()>();
-        s.spawn(move || heartbeat(&url, &name, trial.number, every, stop));
+        // An in-memory study lives in this process alone: no other loop can see its heartbeat
+        // (and a new connection would open another, empty database).
+        if !crate::storage::is_in_memory(&url) {
+            s.spawn(move || heartbeat(&url, &name, trial.number, every, stop));
+        }
         let evaluated =
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| eval(&*study, trial)));
         let (ev, panicked) = match evaluated {
@@ -196,7 +200,9 @@ pub(crate) struct Workers<'a> {
     pub(crate) shutdown: Option<&'a Shutdown>,
     /// Trials finished or abandoned after the signal.
     pub(crate) after_signal: Mutex<AfterSignal>,
-    pub(crate) streak: Mutex<FailureStreak>,
+    /// Consecutive failures with the same reason, when they stop the loop (`None`: they do
+    /// not, [`super::OptimizeOptions::stop_on_repeated_failures`]).
+    pub(crate) streak: Option<Mutex<FailureStreak>>,
     /// Held while a trial's summary is computed and reported: reports come whole, in the order
     /// of their summaries (the counts and the cost spent never go back).
     pub(crate) report: Mutex<()>,
@@ -207,11 +213,17 @@ impl Workers<'_> {
         self.shutdown.and_then(Shutdown::signal)
     }
 
-    /// One worker: asks, evaluates and tells until the study is finished (`Some(reason)`),
-    /// another worker failed or a signal came (`None`).
-    pub(crate) fn work(&self, worker: &str) -> Result<Option<String>, OptimizeError> {
-        let mut study = (self.open)().map_err(OptimizeError::Open)?;
-        while !self.stop.load(Ordering::SeqCst) && self.signal().is_none() {
+    /// Whether workers stop asking: another worker failed, a signal came, or the objective
+    /// ended the loop.
+    fn stopping(&self) -> bool {
+        self.stop.load(Ordering::SeqCst) || self.signal().is_some() || self.objective.ended()
+    }
+
+    /// One worker on `study`: asks, evaluates and tells until the study is finished
+    /// (`Some(reason)`), another worker failed, a signal came or the objective ended the loop
+    /// (`None`).
+    fn work(&self, worker: &str, study: &mut Study) -> Result<Option<String>, OptimizeError> {
+        while !self.stopping() {
             let trial = match study.ask(worker).map_err(OptimizeError::Ask)? {
                 Ask::Finished(f) => return Ok(Some(f.to_string())),
                 Ask::Trial(t) => t,
@@ -229,7 +241,7 @@ impl Workers<'_> {
                 break;
             }
             let (objective, stop) = (self.objective, self.shutdown);
-            let (ending, panicked) = evaluate_and_tell(&mut study, &trial, self.every, |s, t| {
+            let (ending, panicked) = evaluate_and_tell(study, &trial, self.every, |s, t| {
                 objective.evaluate(s, t, stop)
             })?;
             let Ending::Told(recorded) = ending else {
@@ -253,7 +265,9 @@ impl Workers<'_> {
                 TrialState::Failed => told.error.as_deref(),
                 _ => None,
             };
-            if let Some((count, reason)) = lock(&self.streak).record(failure) {
+            if let Some(streak) = &self.streak
+                && let Some((count, reason)) = lock(streak).record(failure)
+            {
                 return Err(OptimizeError::SameFailures {
                     count,
                     reason: reason.to_string(),
@@ -266,9 +280,21 @@ impl Workers<'_> {
         Ok(None)
     }
 
-    /// [`Workers::work`], with any error or panic stopping the other workers.
-    pub(crate) fn work_or_stop(&self, worker: &str) -> Result<Option<String>, OptimizeError> {
-        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.work(worker)))
+    /// [`Workers::work`] on `lent`, or else on a study of its own (opened with
+    /// [`Workers::open`]), with any error or panic stopping the other workers.
+    pub(crate) fn work_or_stop(
+        &self,
+        worker: &str,
+        lent: Option<&mut Study>,
+    ) -> Result<Option<String>, OptimizeError> {
+        let work = || match lent {
+            Some(study) => self.work(worker, study),
+            None => {
+                let mut study = (self.open)().map_err(OptimizeError::Open)?;
+                self.work(worker, &mut study)
+            }
+        };
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(work))
             .unwrap_or_else(|p| Err(OptimizeError::WorkerPanicked(panic_message(&*p))));
         if r.is_err() {
             self.stop.store(true, Ordering::SeqCst);
