@@ -10,6 +10,7 @@
 //! ask and tell (`pandora run`'s), with the study's configured objective ([`ConfigObjective`]) or
 //! any [`Objective`].
 
+pub mod claim;
 pub mod command;
 pub mod config;
 pub mod csv;
@@ -26,6 +27,7 @@ pub mod storage;
 pub mod study;
 pub mod trial;
 
+pub use claim::{AskTiming, ClaimPath};
 pub use config::StudyConfig;
 pub use error::{Error, Result};
 pub use optimize::{ConfigObjective, Objective, Optimized, optimize};
