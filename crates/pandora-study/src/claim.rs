@@ -18,8 +18,8 @@
 //!      meanwhile; the budget gates of the driver pass on the trials *now*
 //!      ([`pandora_core::run::driver::Run::still_admits`]: trials left, budget left with the
 //!      pending trials' known costs, the proposal's own cost); and the point is at least
-//!      [`PENDING_EXCLUSION_RADIUS`] from every trial running now, in the proposal space
-//!      ([`near_running`]);
+//!      [`PENDING_EXCLUSION_RADIUS`] from every trial running now and every trial handed out
+//!      since the snapshot, in the proposal space ([`near_taken`]);
 //!    * else, if the decision needed no model (initial design, random search, a finish), decide
 //!      again under the lock (it costs no fit);
 //!    * else release the lock and start over from 1 ([`ClaimPath::Retried`]), at most
@@ -31,7 +31,9 @@
 //! * No trial is handed out twice: the trial is inserted under the lock with the next number.
 //! * No two running trials are closer than the exclusion radius, unless the decision under the
 //!   lock itself places one there (when the pending balls cover the space, see
-//!   `pandora_core::policy`): a claimed point is checked against every running trial.
+//!   `pandora_core::policy`): a claimed point is checked against every running trial, and
+//!   against the trials handed out since its snapshot even if they are told already (so a point
+//!   another worker evaluated meanwhile is not evaluated again).
 //! * The budget, `max_trials` and a recorded stop hold exactly as before: they are checked on the
 //!   trials and state read under the lock.
 //! * A decision taken is one the lock-held protocol could have made: on the snapshot's trials,
@@ -141,14 +143,17 @@ fn same_for_decision(a: &Trial, b: &Trial) -> bool {
         && a.steps.len() == b.steps.len()
 }
 
-/// Whether `x` lies within [`PENDING_EXCLUSION_RADIUS`] of a trial running in `trials`.
-pub fn near_running(x: &[f64], trials: &[Trial]) -> bool {
-    let running: Vec<f64> = trials
+/// Whether `x` lies within [`PENDING_EXCLUSION_RADIUS`] of a trial of `trials` that is running
+/// or was handed out since the snapshot (numbered `since` and up; told meanwhile or not: a point
+/// another worker took after the snapshot is not taken again).
+pub fn near_taken(x: &[f64], trials: &[Trial], since: usize) -> bool {
+    let taken: Vec<f64> = trials
         .iter()
-        .filter(|t| t.state == TrialState::Running && t.x.len() == x.len())
+        .filter(|t| t.state == TrialState::Running || t.number >= since as u64)
+        .filter(|t| t.x.len() == x.len())
         .flat_map(|t| t.x.iter().copied())
         .collect();
-    near_pending(x, &running)
+    near_pending(x, &taken)
 }
 
 /// The state to store with a claimed decision: the decision's own (`ours`: its fit's

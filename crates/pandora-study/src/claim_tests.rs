@@ -153,3 +153,39 @@ fn the_last_trial_cannot_be_claimed_twice() {
     assert_eq!(timing.path, ClaimPath::Locked);
     assert_eq!(a.trials().unwrap().len(), 5);
 }
+
+#[test]
+fn a_fresh_handle_warm_starts_from_the_latest_fit() {
+    let (dir, mut a, _b) = two_handles(20);
+    let Ask::Trial(t) = a.ask("a").unwrap() else {
+        panic!("finished")
+    };
+    let fitted = t
+        .decision
+        .params
+        .clone()
+        .expect("a model step records its fit");
+    let path = dir.path().join("s.db");
+    let mut fresh = handle(path.to_str().unwrap(), 20);
+    let (snap, _) = fresh.snapshot_decision().unwrap();
+    let state = StudyState::from_json(&snap.state).unwrap();
+    assert_eq!(state.params, Some(fitted));
+}
+
+#[test]
+fn a_point_evaluated_meanwhile_is_not_taken_again() {
+    let (_dir, mut a, mut b) = two_handles(20);
+    let (snap_a, dec_a) = a.snapshot_decision().unwrap();
+    // b decides on the same trials, so on the same point, and evaluates it before a claims.
+    let Ask::Trial(tb) = b.ask("b").unwrap() else {
+        panic!("finished")
+    };
+    assert_eq!(tb.x, trial_of(&dec_a).x);
+    tell(&mut b, &tb);
+    let mut timing = AskTiming::default();
+    assert!(
+        a.claim("a", &snap_a, &dec_a, &mut timing)
+            .unwrap()
+            .is_none()
+    );
+}

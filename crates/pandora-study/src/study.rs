@@ -1037,7 +1037,7 @@ fn claim_decision(
     if stored_stop(config, &now).is_some() || budget_gate(config, space, step, trials, &now, new)? {
         return Ok(Claim::DecideNow);
     }
-    if claim::near_running(&new.x, trials) {
+    if claim::near_taken(&new.x, trials, snap.trials.len()) {
         return Ok(Claim::Retry);
     }
     let merged = claim::merge_state(&now, StudyState::from_json(ours)?);

@@ -45,7 +45,7 @@ seed = 11
     .unwrap()
 }
 
-/// One worker: ask, sleep 10 to 40 ms, tell, until the study is finished. Returns the paths its
+/// One worker: ask, sleep 50 to 150 ms, tell, until the study is finished. Returns the paths its
 /// asks took.
 fn worker(url: &str, id: usize) -> Vec<ClaimPath> {
     let storage = pandora_study::storage::open(url).unwrap();
@@ -57,7 +57,7 @@ fn worker(url: &str, id: usize) -> Vec<ClaimPath> {
             return paths;
         };
         paths.push(study.last_ask().path);
-        std::thread::sleep(Duration::from_millis(10 + (t.number * 7 + id as u64) % 31));
+        std::thread::sleep(Duration::from_millis(50 + (t.number * 7 + id as u64) % 101));
         let y = -(t.x[0] - 0.3).powi(2) - (t.x[1] - 0.6).powi(2) - 0.3 * t.x[3];
         let outcome = Outcome::Complete {
             objective: y,
