@@ -5,8 +5,8 @@
 //!
 //! Data flows one way: a [`space::SearchSpace`] encodes user parameters to `[0,1]^d`; the
 //! [`study::Study`] reads the trials from a [`storage::Storage`], asks `pandora_core::policy` for the
-//! next point under the storage's lock (so that no two workers receive the same trial), stores it
-//! as a running trial, and records the outcome on `tell`. [`optimize()`] is the worker loop over
+//! next point on a snapshot and claims it under the storage's lock ([`claim`]: no two workers
+//! receive the same trial), stores it as a running trial, and records the outcome on `tell`. [`optimize()`] is the worker loop over
 //! ask and tell (`pandora run`'s), with the study's configured objective ([`ConfigObjective`]) or
 //! any [`Objective`].
 

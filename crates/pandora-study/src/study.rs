@@ -1,10 +1,11 @@
 //! The ask/tell loop over any storage.
 //!
-//! `ask` runs under the storage's lock: it reads every trial, conditions the model on the pending
-//! (running) ones, asks `pandora_core::policy` for the next point, snaps it to the search space and
-//! stores it as a running trial with its typed [`DecisionRecord`]; or it says why the study is
-//! finished ([`Finished`], a value, never an error). `tell` records the outcome durably. PBGI-D's
-//! λ is not stored as mutable state: it is replayed from the completed trials' records
+//! `ask` decides on a snapshot of the trials and claims the trial under the storage's lock
+//! ([`crate::claim`]): it reads every trial, conditions the model on the pending (running) ones,
+//! asks `pandora_core::policy` for the next point, snaps it to the search space and stores it
+//! as a running trial with its typed [`DecisionRecord`]; or it says why the study is finished
+//! ([`Finished`], a value, never an error). `tell` records the outcome durably. PBGI-D's λ is
+//! not stored as mutable state: it is replayed from the completed trials' records
 //! ([`pandora_core::run::replay_pbgi_d`]: λ0 divided once for every model-phase trial whose index
 //! fell below the best value observed including that trial), so a study resumes exactly where it
 //! stopped. What an ask carries to the next (the warm start, B-MS-EI's carry, the automatic λ,
