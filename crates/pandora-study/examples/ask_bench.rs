@@ -51,6 +51,7 @@ fn config(a: &Args, name: &str) -> Result<StudyConfig, pandora_study::Error> {
 [study]
 name = "{name}"
 storage = "{url}"
+decide = "snapshot"
 [objective]
 builtin = "levy"
 dim = {dim}

@@ -11,6 +11,7 @@ fn config(path: &str, max_trials: u64) -> StudyConfig {
 [study]
 name = "claim"
 storage = "sqlite:{path}"
+decide = "snapshot"
 [objective]
 command = ["true"]
 [[space]]
@@ -81,6 +82,28 @@ fn a_lone_claim_takes_the_decision_unchanged() {
     assert_eq!(t.decision.phase, Phase::Model);
     assert_eq!(a.last_ask().path, ClaimPath::Unchanged);
     assert_eq!(a.last_ask().attempts, 1);
+}
+
+#[test]
+fn by_default_a_study_decides_under_the_lock() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.db");
+    let path = path.to_str().unwrap();
+    let mut cfg = config(path, 20);
+    cfg.study.decide = crate::config::DecideMode::Locked;
+    let text = toml::to_string(&cfg).unwrap();
+    assert!(
+        !text.contains("decide"),
+        "the default is not written: {text}"
+    );
+    let mut study = Study::open(cfg, Box::new(SqliteStorage::open(path).unwrap())).unwrap();
+    for _ in 0..6 {
+        let Ask::Trial(t) = study.ask("a").unwrap() else {
+            panic!("finished early")
+        };
+        assert_eq!(study.last_ask().path, ClaimPath::Locked);
+        tell(&mut study, &t);
+    }
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! The ask/tell loop over any storage.
 //!
-//! `ask` decides on a snapshot of the trials and claims the trial under the storage's lock
-//! ([`crate::claim`]): it reads every trial, conditions the model on the pending (running) ones,
+//! `ask` decides under the storage's lock, or (`[study] decide = "snapshot"`) on a snapshot of the
+//! trials, claiming the trial under the lock ([`crate::claim`]): it reads every trial, conditions the model on the pending (running) ones,
 //! asks `pandora_core::policy` for the next point, snaps it to the search space and stores it
 //! as a running trial with its typed [`DecisionRecord`]; or it says why the study is finished
 //! ([`Finished`], a value, never an error). `tell` records the outcome durably. PBGI-D's λ is
@@ -12,7 +12,7 @@
 //! the stop) is the typed [`StudyState`].
 
 use crate::claim::{self, AskTiming, ClaimPath, OPTIMISTIC_ATTEMPTS};
-use crate::config::{CostKind, StudyConfig, counts_toward_budget};
+use crate::config::{CostKind, DecideMode, StudyConfig, counts_toward_budget};
 use crate::error::{Error, Result};
 use crate::space::SearchSpace;
 use crate::storage::{Snapshot, Storage, TrialPage};
@@ -383,11 +383,13 @@ impl Study {
 
     /// Hands out the next trial to `worker`, or says why the study is finished.
     ///
-    /// A study without `[cvs]` or `[fidelity]` section decides on a snapshot read without the
+    /// With `[study] decide = "snapshot"`, a study without `[cvs]` or `[fidelity]` section
+    /// decides on a snapshot read without the
     /// storage's lock and holds the lock only to claim the trial, checking that the decision is
     /// still valid ([`crate::claim`]: the budget, a recorded stop and the pending-point exclusion
     /// as under the lock; at most [`crate::claim::OPTIMISTIC_ATTEMPTS`] snapshots, then under the
-    /// lock). Other studies decide under the lock ([`Study::ask_locked`]): a `[cvs]` study's in
+    /// lock). Other studies (and every study by default, `decide = "locked"`) decide under the
+    /// lock ([`Study::ask_locked`]): a `[cvs]` study's in
     /// [`crate::cvs::decide`], a `[fidelity]` study's in [`crate::fidelity::decide`]. Where the
     /// time went is in [`Study::last_ask`].
     pub fn ask(&mut self, worker: &str) -> Result<Ask> {
@@ -417,7 +419,8 @@ impl Study {
     }
 
     fn ask_timed(&mut self, worker: &str, timing: &mut AskTiming) -> Result<Ask> {
-        if self.config.cvs.is_none() && self.config.fidelity.is_none() {
+        let snapshot = self.config.study.decide == DecideMode::Snapshot;
+        if snapshot && self.config.cvs.is_none() && self.config.fidelity.is_none() {
             while timing.attempts < OPTIMISTIC_ATTEMPTS {
                 timing.attempts += 1;
                 if let Some(ask) = self.try_claim(worker, timing)? {

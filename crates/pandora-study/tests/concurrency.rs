@@ -18,6 +18,7 @@ fn config(storage: &str) -> StudyConfig {
 [study]
 name = "sixteen"
 storage = "{storage}"
+decide = "snapshot"
 [objective]
 command = ["true"]
 [[space]]
