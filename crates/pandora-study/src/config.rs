@@ -90,6 +90,31 @@ pub struct StudySection {
     /// Optimization direction.
     #[serde(default = "default_direction")]
     pub direction: Direction,
+    /// How `ask` decides when workers share the study (default `locked`).
+    #[serde(default, skip_serializing_if = "DecideMode::is_locked")]
+    pub decide: DecideMode,
+}
+
+/// How `ask` decides (`[study] decide`): under the storage's lock, or on a snapshot with a
+/// short claim under the lock ([`crate::claim`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DecideMode {
+    /// The whole decision (model fit, acquisition maximization) under the lock: asks of
+    /// different workers run one after another. Best when the workers share few cores.
+    #[default]
+    Locked,
+    /// Decide on a snapshot read without the lock, then claim under it, checking that the
+    /// decision still holds (else decide again): decisions of different workers run at once.
+    /// Pays when each worker has cores of its own (a cluster); on a few shared cores the
+    /// parallel fits slow each other down and identical decisions must be retried.
+    Snapshot,
+}
+
+impl DecideMode {
+    fn is_locked(&self) -> bool {
+        *self == DecideMode::Locked
+    }
 }
 
 fn default_storage() -> String {

@@ -5,11 +5,12 @@
 //!
 //! Data flows one way: a [`space::SearchSpace`] encodes user parameters to `[0,1]^d`; the
 //! [`study::Study`] reads the trials from a [`storage::Storage`], asks `pandora_core::policy` for the
-//! next point under the storage's lock (so that no two workers receive the same trial), stores it
-//! as a running trial, and records the outcome on `tell`. [`optimize()`] is the worker loop over
+//! next point on a snapshot and claims it under the storage's lock ([`claim`]: no two workers
+//! receive the same trial), stores it as a running trial, and records the outcome on `tell`. [`optimize()`] is the worker loop over
 //! ask and tell (`pandora run`'s), with the study's configured objective ([`ConfigObjective`]) or
 //! any [`Objective`].
 
+pub mod claim;
 pub mod command;
 pub mod config;
 pub mod csv;
@@ -26,6 +27,7 @@ pub mod storage;
 pub mod study;
 pub mod trial;
 
+pub use claim::{AskTiming, ClaimPath};
 pub use config::StudyConfig;
 pub use error::{Error, Result};
 pub use optimize::{ConfigObjective, Objective, Optimized, optimize};

@@ -34,6 +34,11 @@ pub trait Storage: Send {
     /// decision sees all pending trials.
     fn ask_with(&mut self, study: &str, worker: &str, decide: &mut Decide<'_>) -> Result<Ask>;
 
+    /// The study's trials and state read in one consistent snapshot *without* taking the lock
+    /// of [`Storage::ask_with`]: a decision made on it is checked again under the lock before
+    /// its trial is claimed ([`crate::claim`]).
+    fn snapshot(&mut self, study: &str) -> Result<Snapshot>;
+
     /// Atomically reads the study's state and, if `update` returns a new one, stores it (no trial
     /// is inserted); returns the state now stored. `update` returning `None` makes this a read.
     fn update_state(
@@ -85,6 +90,15 @@ pub trait Storage: Send {
     /// already told or abandoned is left as it is (`false`); a late outcome is recorded as for
     /// [`Storage::abandon_stale`].
     fn abandon(&mut self, study: &str, number: u64, reason: &str) -> Result<bool>;
+}
+
+/// A study's trials and state as read together ([`Storage::snapshot`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Snapshot {
+    /// All trials, by number, with their steps.
+    pub trials: Vec<Trial>,
+    /// The study state (JSON, as [`Storage::ask_with`] gives it to its decision).
+    pub state: serde_json::Value,
 }
 
 /// One page of a study's trials ([`Storage::trials_page`]).

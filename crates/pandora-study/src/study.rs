@@ -1,26 +1,28 @@
 //! The ask/tell loop over any storage.
 //!
-//! `ask` runs under the storage's lock: it reads every trial, conditions the model on the pending
-//! (running) ones, asks `pandora_core::policy` for the next point, snaps it to the search space and
-//! stores it as a running trial with its typed [`DecisionRecord`]; or it says why the study is
-//! finished ([`Finished`], a value, never an error). `tell` records the outcome durably. PBGI-D's
-//! λ is not stored as mutable state: it is replayed from the completed trials' records
+//! `ask` decides under the storage's lock, or (`[study] decide = "snapshot"`) on a snapshot of the
+//! trials, claiming the trial under the lock ([`crate::claim`]): it reads every trial, conditions the model on the pending (running) ones,
+//! asks `pandora_core::policy` for the next point, snaps it to the search space and stores it
+//! as a running trial with its typed [`DecisionRecord`]; or it says why the study is finished
+//! ([`Finished`], a value, never an error). `tell` records the outcome durably. PBGI-D's λ is
+//! not stored as mutable state: it is replayed from the completed trials' records
 //! ([`pandora_core::run::replay_pbgi_d`]: λ0 divided once for every model-phase trial whose index
 //! fell below the best value observed including that trial), so a study resumes exactly where it
 //! stopped. What an ask carries to the next (the warm start, B-MS-EI's carry, the automatic λ,
 //! the stop) is the typed [`StudyState`].
 
-use crate::config::{CostKind, StudyConfig, counts_toward_budget};
+use crate::claim::{self, AskTiming, ClaimPath, OPTIMISTIC_ATTEMPTS};
+use crate::config::{CostKind, DecideMode, StudyConfig, counts_toward_budget};
 use crate::error::{Error, Result};
 use crate::space::SearchSpace;
-use crate::storage::{Storage, TrialPage};
+use crate::storage::{Snapshot, Storage, TrialPage};
 use crate::trial::{
     Decided, NewTrial, Outcome, StepOutcome, Told, Trial, TrialCounts, TrialState, finish,
 };
 use pandora_core::acquisition::LinearMeanCost;
 use pandora_core::gp::GpParams;
 use pandora_core::gp::fit::{FitOptions, NoiseSpec};
-use pandora_core::policy::{CostSetting, Proposal, StepConfig};
+use pandora_core::policy::{CostSetting, Phase, Proposal, StepConfig};
 use pandora_core::run::driver::{
     self, BudgetSpec, Entry, KnownCostFn, Policy, Run, StopLambda, StopSpec, Verdict,
 };
@@ -30,6 +32,7 @@ use pandora_core::run::record::{
 };
 use serde::{Deserialize, Serialize};
 use serde_json::json;
+use std::time::Instant;
 
 pub use crate::trial::Ask;
 pub use pandora_core::run::Finished;
@@ -225,6 +228,7 @@ pub struct Study {
     storage: Box<dyn Storage>,
     config: StudyConfig,
     space: SearchSpace,
+    last_ask: AskTiming,
 }
 
 impl Study {
@@ -272,6 +276,7 @@ impl Study {
             storage,
             config,
             space,
+            last_ask: AskTiming::default(),
         })
     }
 
@@ -288,6 +293,7 @@ impl Study {
             storage,
             config,
             space,
+            last_ask: AskTiming::default(),
         })
     }
 
@@ -377,16 +383,133 @@ impl Study {
 
     /// Hands out the next trial to `worker`, or says why the study is finished.
     ///
-    /// The decision runs under the storage's lock ([`Storage::ask_with`]): a `[cvs]` study's in
-    /// [`crate::cvs::decide`], every other study's in [`decide`].
+    /// With `[study] decide = "snapshot"`, a study without `[cvs]` or `[fidelity]` section
+    /// decides on a snapshot read without the
+    /// storage's lock and holds the lock only to claim the trial, checking that the decision is
+    /// still valid ([`crate::claim`]: the budget, a recorded stop and the pending-point exclusion
+    /// as under the lock; at most [`crate::claim::OPTIMISTIC_ATTEMPTS`] snapshots, then under the
+    /// lock). Other studies (and every study by default, `decide = "locked"`) decide under the
+    /// lock ([`Study::ask_locked`]): a `[cvs]` study's in
+    /// [`crate::cvs::decide`], a `[fidelity]` study's in [`crate::fidelity::decide`]. Where the
+    /// time went is in [`Study::last_ask`].
     pub fn ask(&mut self, worker: &str) -> Result<Ask> {
+        let start = Instant::now();
+        let mut timing = AskTiming::default();
+        let ask = self.ask_timed(worker, &mut timing);
+        timing.total_s = start.elapsed().as_secs_f64();
+        self.last_ask = timing;
+        ask
+    }
+
+    /// [`Study::ask`] with the whole decision made under the storage's lock
+    /// ([`Storage::ask_with`]), as every ask did before decisions moved out of the lock: for
+    /// comparisons (the `ask_bench` example) and for callers that want it.
+    pub fn ask_locked(&mut self, worker: &str) -> Result<Ask> {
+        let start = Instant::now();
+        let mut timing = AskTiming::default();
+        let ask = self.decide_locked(worker, &mut timing);
+        timing.total_s = start.elapsed().as_secs_f64();
+        self.last_ask = timing;
+        ask
+    }
+
+    /// Where the time of the last [`Study::ask`] or [`Study::ask_locked`] went.
+    pub fn last_ask(&self) -> AskTiming {
+        self.last_ask
+    }
+
+    fn ask_timed(&mut self, worker: &str, timing: &mut AskTiming) -> Result<Ask> {
+        let snapshot = self.config.study.decide == DecideMode::Snapshot;
+        if snapshot && self.config.cvs.is_none() && self.config.fidelity.is_none() {
+            while timing.attempts < OPTIMISTIC_ATTEMPTS {
+                timing.attempts += 1;
+                if let Some(ask) = self.try_claim(worker, timing)? {
+                    return Ok(ask);
+                }
+            }
+        }
+        self.decide_locked(worker, timing)
+    }
+
+    /// The whole decision under the lock.
+    fn decide_locked(&mut self, worker: &str, timing: &mut AskTiming) -> Result<Ask> {
         let name = self.config.study.name.clone();
         let step = self.step_config()?;
         let (config, space) = (&self.config, &self.space);
+        let (asked, mut locked, mut compute) = (Instant::now(), None, 0.0);
         let mut decide = |trials: &[Trial], state: &serde_json::Value| {
-            decide_timed(config, space, &step, trials, state)
+            locked = Some(Instant::now());
+            let d = decide_timed(config, space, &step, trials, state);
+            compute = seconds_since(locked);
+            d
         };
-        self.storage.ask_with(&name, worker, &mut decide)
+        let ask = self.storage.ask_with(&name, worker, &mut decide);
+        timing.add_lock(asked, locked);
+        timing.compute_s += compute;
+        timing.path = ClaimPath::Locked;
+        ask
+    }
+
+    /// One snapshot decision and its claim ([`crate::claim`]); `None` if the decision was no
+    /// longer valid at the claim and nothing was written.
+    fn try_claim(&mut self, worker: &str, timing: &mut AskTiming) -> Result<Option<Ask>> {
+        let started = Some(Instant::now());
+        let (snap, decided) = self.snapshot_decision()?;
+        timing.compute_s += seconds_since(started);
+        let ask = self.claim(worker, &snap, &decided, timing)?;
+        Ok(ask.inspect(|_| {
+            if timing.attempts > 1 && timing.path != ClaimPath::Locked {
+                timing.path = ClaimPath::Retried;
+            }
+        }))
+    }
+
+    /// Reads a snapshot without the lock and decides on it.
+    fn snapshot_decision(&mut self) -> Result<(Snapshot, Decided)> {
+        let step = self.step_config()?;
+        let snap = self.storage.snapshot(&self.config.study.name)?;
+        let decided = decide_timed(&self.config, &self.space, &step, &snap.trials, &snap.state)?;
+        Ok((snap, decided))
+    }
+
+    /// Claims `decided`, made on `snap`, under the lock: takes it if still valid, decides again
+    /// under the lock if that needs no model, or writes nothing and returns `None`.
+    fn claim(
+        &mut self,
+        worker: &str,
+        snap: &Snapshot,
+        decided: &Decided,
+        timing: &mut AskTiming,
+    ) -> Result<Option<Ask>> {
+        let name = self.config.study.name.clone();
+        let step = self.step_config()?;
+        let (config, space) = (&self.config, &self.space);
+        let (asked, mut locked, mut compute, mut path) = (Instant::now(), None, 0.0, None);
+        let mut claim = |trials: &[Trial], state: &serde_json::Value| {
+            locked = Some(Instant::now());
+            match claim_decision(config, space, &step, snap, decided, trials, state)? {
+                Claim::Take(d, p) => {
+                    path = Some(p);
+                    Ok(d)
+                }
+                Claim::DecideNow => {
+                    path = Some(ClaimPath::Locked);
+                    let d = decide_timed(config, space, &step, trials, state);
+                    compute = seconds_since(locked);
+                    d
+                }
+                // Writes nothing (and the answer is dropped below): the lock is released.
+                Claim::Retry => Ok(Decided::Finished(Finished::MaxTrials(0), None)),
+            }
+        };
+        let ask = self.storage.ask_with(&name, worker, &mut claim);
+        timing.add_lock(asked, locked);
+        timing.compute_s += compute;
+        let ask = ask?;
+        Ok(path.map(|p| {
+            timing.path = p;
+            ask
+        }))
     }
 
     /// The decision [`Study::ask`] would make on `trials` and the study state `state`, without
@@ -651,6 +774,10 @@ impl Study {
     }
 }
 
+#[cfg(test)]
+#[path = "claim_tests.rs"]
+mod claim_tests;
+
 /// GP hyperparameters as JSON, the form decisions and experiment traces record them in
 /// ([`HyperRecord`]).
 pub fn params_to_json(p: &GpParams) -> serde_json::Value {
@@ -877,6 +1004,78 @@ fn decide(
         step_to: None,
     };
     Ok(Decided::Trial(trial, state.to_json()))
+}
+
+/// What to do with a snapshot decision at its claim, under the lock ([`crate::claim`]).
+// One value per claim, moved once.
+#[allow(clippy::large_enum_variant)]
+enum Claim {
+    /// Hand out (or finish with) this decision.
+    Take(Decided, ClaimPath),
+    /// Decide again now, under the lock (no model fit needed, or the study may be finished).
+    DecideNow,
+    /// Release the lock and decide on a fresh snapshot.
+    Retry,
+}
+
+/// Checks the snapshot decision `decided` against the trials and state read under the lock.
+fn claim_decision(
+    config: &StudyConfig,
+    space: &SearchSpace,
+    step: &StepConfig,
+    snap: &Snapshot,
+    decided: &Decided,
+    trials: &[Trial],
+    state: &serde_json::Value,
+) -> Result<Claim> {
+    if claim::unchanged(&snap.trials, &snap.state, trials, state) {
+        return Ok(Claim::Take(decided.clone(), ClaimPath::Unchanged));
+    }
+    let Decided::Trial(new, ours) = decided else {
+        return Ok(Claim::DecideNow);
+    };
+    if new.decision.phase != Phase::Model {
+        return Ok(Claim::DecideNow);
+    }
+    let now = StudyState::from_json(state)?;
+    if stored_stop(config, &now).is_some() || budget_gate(config, space, step, trials, &now, new)? {
+        return Ok(Claim::DecideNow);
+    }
+    if claim::near_taken(&new.x, trials, snap.trials.len()) {
+        return Ok(Claim::Retry);
+    }
+    let merged = claim::merge_state(&now, StudyState::from_json(ours)?);
+    Ok(Claim::Take(
+        Decided::Trial(new.clone(), merged.to_json()),
+        ClaimPath::Revalidated,
+    ))
+}
+
+/// Whether the driver's budget gates refuse `new` on `trials` (trials and budget left, with the
+/// pending trials' known costs, then the trial's own known or predicted cost).
+fn budget_gate(
+    config: &StudyConfig,
+    space: &SearchSpace,
+    step: &StepConfig,
+    trials: &[Trial],
+    state: &StudyState,
+    new: &NewTrial,
+) -> Result<bool> {
+    let linear = LinearMeanCost {
+        offset: config.cost.offset,
+        slope: config.cost.slope,
+    };
+    let known = |x: &[f64]| known_cost(config, x).unwrap_or(1.0);
+    let policy = policy(config, space.dim(), step, &linear, &known);
+    let run = resume(&policy, config, trials, state)?;
+    let mut prop = Proposal::without_model(new.x.clone(), new.decision.phase);
+    prop.predicted_cost = new.decision.predicted_cost;
+    Ok(run.still_admits(&prop).is_some())
+}
+
+/// Seconds since `t` (0 if never).
+fn seconds_since(t: Option<Instant>) -> f64 {
+    t.map_or(0.0, |t| t.elapsed().as_secs_f64())
 }
 
 /// The record of a trial the driver proposed (`pending`: trials running when it was decided;

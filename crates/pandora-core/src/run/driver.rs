@@ -436,6 +436,14 @@ impl<'p> Run<'p> {
         })
     }
 
+    /// Whether a proposal decided earlier, on fewer trials, may still be handed out now: the
+    /// budget gates of [`Run::step`] on the trials recorded now (trials and budget left, then the
+    /// proposal's known or predicted cost), `None` if it may. A caller that decides on a snapshot
+    /// and claims the trial later (`pandora-study`'s claim) keeps the budget exactly this way.
+    pub fn still_admits(&self, prop: &Proposal) -> Option<Finished> {
+        self.budget_left().or_else(|| self.cost_fits(prop))
+    }
+
     /// Why no trial can be handed out before proposing: the number of trials or BO steps, or a
     /// budget spent (with the pending trials' known costs).
     fn budget_left(&self) -> Option<Finished> {

@@ -80,8 +80,8 @@ use postgres::{Client, IsolationLevel, NoTls, Row, Statement};
 
 use crate::error::{Error, Result};
 use crate::storage::{
-    Decide, GIVEN_UP_STATE_SQL, Storage, TrialPage, ValidOutcome, apply_step, attach_page_steps,
-    check_study_name, finite, outcome_cost, redact_url, validate_outcome,
+    Decide, GIVEN_UP_STATE_SQL, Snapshot, Storage, TrialPage, ValidOutcome, apply_step,
+    attach_page_steps, check_study_name, finite, outcome_cost, redact_url, validate_outcome,
 };
 use crate::trial::{
     Ask, Decided, NewTrial, Outcome, StepOutcome, StepReport, Told, Trial, TrialState,
@@ -166,6 +166,7 @@ struct Statements {
     study_config: Statement,
     studies: Statement,
     study_exists: Statement,
+    read_state: Statement,
     lock_study: Statement,
     load_trials: Statement,
     insert_trial: Statement,
@@ -221,6 +222,7 @@ impl Statements {
             study_config: c.prepare("SELECT config FROM studies WHERE name = $1")?,
             studies: c.prepare("SELECT name FROM studies ORDER BY name COLLATE \"C\"")?,
             study_exists: c.prepare("SELECT 1 FROM studies WHERE name = $1")?,
+            read_state: c.prepare("SELECT state FROM studies WHERE name = $1")?,
             lock_study: c.prepare("SELECT state FROM studies WHERE name = $1 FOR UPDATE")?,
             load_trials: c.prepare(&format!(
                 "SELECT {TRIAL_COLUMNS} FROM trials WHERE study = $1 ORDER BY number"
@@ -975,6 +977,31 @@ impl Storage for PostgresStorage {
         // Steps told after the statement above may show up beyond their trial row's state.
         attach_steps(&mut self.client, &self.st, study, &mut trials)?;
         Ok(trials)
+    }
+
+    /// Reads in a `REPEATABLE READ` read-only transaction (no row lock: it never waits for
+    /// [`Storage::ask_with`]): the state, the trials and their steps come from one snapshot.
+    fn snapshot(&mut self, study: &str) -> Result<Snapshot> {
+        check_name("study name", study)?;
+        let mut tx = self
+            .client
+            .build_transaction()
+            .isolation_level(IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()?;
+        let Some(row) = tx.query_opt(&self.st.read_state, &[&study])? else {
+            return Err(Error::NotFound(format!("study {study:?}")));
+        };
+        let state_text: String = row.try_get(0)?;
+        let state = serde_json::from_str(&state_text)?;
+        let mut trials = tx
+            .query(&self.st.load_trials, &[&study])?
+            .iter()
+            .map(row_to_trial)
+            .collect::<Result<Vec<_>>>()?;
+        attach_steps(&mut tx, &self.st, study, &mut trials)?;
+        tx.commit()?;
+        Ok(Snapshot { trials, state })
     }
 
     /// Reads in a `REPEATABLE READ` read-only transaction: the count, the page and its steps

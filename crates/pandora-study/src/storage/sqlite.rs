@@ -49,8 +49,8 @@ use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, 
 
 use crate::error::{Error, Result};
 use crate::storage::{
-    Decide, GIVEN_UP_STATE_SQL, Storage, TrialPage, ValidOutcome, apply_step, attach_page_steps,
-    check_study_name, finite, now, outcome_cost, validate_outcome,
+    Decide, GIVEN_UP_STATE_SQL, Snapshot, Storage, TrialPage, ValidOutcome, apply_step,
+    attach_page_steps, check_study_name, finite, now, outcome_cost, validate_outcome,
 };
 use crate::trial::{
     Ask, Decided, NewTrial, Outcome, StepOutcome, StepReport, Told, Trial, TrialState,
@@ -592,6 +592,16 @@ impl Storage for SqliteStorage {
             step_to,
             steps: Vec::new(),
         })))
+    }
+
+    /// A deferred (read) transaction: in WAL mode it reads one snapshot of the database and never
+    /// waits for the write lock.
+    fn snapshot(&mut self, study: &str) -> Result<Snapshot> {
+        let tx = self.conn.transaction()?;
+        let state = serde_json::from_str(&study_state(&tx, study)?)?;
+        let trials = load_trials(&tx, study)?;
+        tx.finish()?;
+        Ok(Snapshot { trials, state })
     }
 
     fn tell_outcome(&mut self, study: &str, number: u64, outcome: &Outcome) -> Result<Told> {

@@ -1,0 +1,180 @@
+//! Many workers on one study: ask latency, lock waits and throughput (issue 27).
+//!
+//! `W` threads, each with its own storage connection and [`Study`] handle on one study, loop
+//! ask → objective (Levy in `d` dimensions, plus a sleep standing for the real evaluation) →
+//! tell until `max_trials` trials are handed out. Prints ask latency median and p95, the time
+//! waiting for the lock against computing, and trials per minute, for `ask` (decide on a
+//! snapshot, claim under the lock) or `ask_locked` (the whole decision under the lock).
+//!
+//! ```text
+//! cargo run --release -p pandora-study --example ask_bench -- \
+//!     STORAGE_URL WORKERS DIM MAX_TRIALS SLEEP_S snapshot|locked [INITIAL]
+//! ```
+//!
+//! `STORAGE_URL` is `sqlite:PATH` or a PostgreSQL URL (a fresh study is created per run).
+
+use std::time::{Duration, Instant};
+
+use pandora_study::{Ask, AskTiming, ClaimPath, Outcome, Study, StudyConfig};
+
+struct Args {
+    url: String,
+    workers: usize,
+    dim: usize,
+    max_trials: usize,
+    sleep: f64,
+    locked: bool,
+    initial: usize,
+}
+
+fn args() -> Result<Args, String> {
+    let a: Vec<String> = std::env::args().skip(1).collect();
+    let usage = "usage: ask_bench URL WORKERS DIM MAX_TRIALS SLEEP_S snapshot|locked [INITIAL]";
+    if a.len() < 6 {
+        return Err(usage.into());
+    }
+    let num = |i: usize| a[i].parse::<usize>().map_err(|e| format!("{}: {e}", a[i]));
+    Ok(Args {
+        url: a[0].clone(),
+        workers: num(1)?,
+        dim: num(2)?,
+        max_trials: num(3)?,
+        sleep: a[4].parse().map_err(|e| format!("{}: {e}", a[4]))?,
+        locked: a[5] == "locked",
+        initial: if a.len() > 6 { num(6)? } else { 8 },
+    })
+}
+
+fn config(a: &Args, name: &str) -> Result<StudyConfig, pandora_study::Error> {
+    StudyConfig::from_toml(&format!(
+        r#"
+[study]
+name = "{name}"
+storage = "{url}"
+decide = "snapshot"
+[objective]
+builtin = "levy"
+dim = {dim}
+[budget]
+max_trials = {n}
+[policy]
+acquisition = "log_ei"
+initial_design = {init}
+seed = 1
+"#,
+        url = a.url,
+        dim = a.dim,
+        n = a.max_trials,
+        init = a.initial
+    ))
+}
+
+/// One worker's loop; returns the timing of every ask that handed out a trial.
+fn worker(a: &Args, name: &str, id: usize) -> Result<Vec<AskTiming>, pandora_study::Error> {
+    let cfg = config(a, name)?;
+    let storage = pandora_study::storage::open(&a.url)?;
+    let mut study = Study::open(cfg, storage)?;
+    let levy = study.config().builtin_problem()?;
+    let mut out = Vec::new();
+    let who = format!("w{id}");
+    loop {
+        let ask = if a.locked {
+            study.ask_locked(&who)?
+        } else {
+            study.ask(&who)?
+        };
+        let Ask::Trial(t) = ask else { break };
+        out.push(study.last_ask());
+        std::thread::sleep(Duration::from_secs_f64(a.sleep));
+        let y = levy.as_ref().map_or(0.0, |p| p.eval(&t.x));
+        study.tell(
+            t.number,
+            &Outcome::Complete {
+                objective: y,
+                cost: 1.0,
+            },
+        )?;
+    }
+    Ok(out)
+}
+
+fn quantile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    sorted[((sorted.len() - 1) as f64 * q).round() as usize]
+}
+
+fn report(a: &Args, all: &[AskTiming], wall: f64) {
+    let mut total: Vec<f64> = all.iter().map(|t| t.total_s).collect();
+    total.sort_by(f64::total_cmp);
+    let sum = |f: fn(&AskTiming) -> f64| all.iter().map(f).sum::<f64>();
+    let (ask, wait, compute, held) = (
+        sum(|t| t.total_s),
+        sum(|t| t.wait_s),
+        sum(|t| t.compute_s),
+        sum(|t| t.held_s),
+    );
+    let count = |p: ClaimPath| all.iter().filter(|t| t.path == p).count();
+    println!(
+        "mode={} workers={} d={} n={} sleep={}s asks={} ask_median={:.3}s ask_p95={:.3}s \
+         wait={:.1}% compute={:.1}% held={:.1}% of ask time; trials/min={:.1} wall={:.1}s \
+         paths: unchanged={} revalidated={} retried={} locked={}",
+        if a.locked { "locked" } else { "snapshot" },
+        a.workers,
+        a.dim,
+        a.max_trials,
+        a.sleep,
+        all.len(),
+        quantile(&total, 0.5),
+        quantile(&total, 0.95),
+        100.0 * wait / ask,
+        100.0 * compute / ask,
+        100.0 * held / ask,
+        all.len() as f64 / wall * 60.0,
+        wall,
+        count(ClaimPath::Unchanged),
+        count(ClaimPath::Revalidated),
+        count(ClaimPath::Retried),
+        count(ClaimPath::Locked),
+    );
+}
+
+fn main() {
+    let a = match args() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("{e}");
+            std::process::exit(2);
+        }
+    };
+    let name = format!("bench-{}-{}", std::process::id(), a.workers);
+    // Create the study once, before the workers race to open it.
+    if let Err(e) = config(&a, &name).and_then(|c| {
+        let s = pandora_study::storage::open(&a.url)?;
+        Study::open(c, s).map(|_| ())
+    }) {
+        eprintln!("{e}");
+        std::process::exit(1);
+    }
+    let start = Instant::now();
+    let results: Vec<_> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..a.workers)
+            .map(|i| {
+                let (a, name) = (&a, &name);
+                s.spawn(move || worker(a, name, i))
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join()).collect()
+    });
+    let wall = start.elapsed().as_secs_f64();
+    let mut all = Vec::new();
+    for r in results {
+        match r {
+            Ok(Ok(v)) => all.extend(v),
+            Ok(Err(e)) => eprintln!("worker failed: {e}"),
+            Err(_) => eprintln!("worker panicked"),
+        }
+    }
+    report(&a, &all, wall);
+}

@@ -1,0 +1,214 @@
+//! The claim of a snapshot decision ([`crate::claim`]), step by step: two study handles on one
+//! SQLite file decide on the same snapshot, one claims, then the other.
+
+use super::*;
+use crate::claim::PENDING_EXCLUSION_RADIUS;
+use crate::storage::sqlite::SqliteStorage;
+
+fn config(path: &str, max_trials: u64) -> StudyConfig {
+    StudyConfig::from_toml(&format!(
+        r#"
+[study]
+name = "claim"
+storage = "sqlite:{path}"
+decide = "snapshot"
+[objective]
+command = ["true"]
+[[space]]
+name = "x"
+type = "float"
+low = 0.0
+high = 1.0
+[[space]]
+name = "c"
+type = "categorical"
+choices = ["a", "b", "c"]
+[budget]
+max_trials = {max_trials}
+[policy]
+acquisition = "log_ei"
+initial_design = 4
+seed = 7
+"#
+    ))
+    .unwrap()
+}
+
+fn handle(path: &str, max_trials: u64) -> Study {
+    Study::open(
+        config(path, max_trials),
+        Box::new(SqliteStorage::open(path).unwrap()),
+    )
+    .unwrap()
+}
+
+fn tell(study: &mut Study, t: &Trial) {
+    let y = -(t.x[0] - 0.3).powi(2) - t.x[2];
+    let outcome = Outcome::Complete {
+        objective: y,
+        cost: 1.0,
+    };
+    study.tell(t.number, &outcome).unwrap();
+}
+
+/// Two handles past the initial design, on one file.
+fn two_handles(max_trials: u64) -> (tempfile::TempDir, Study, Study) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.db");
+    let path = path.to_str().unwrap();
+    let (mut a, b) = (handle(path, max_trials), handle(path, max_trials));
+    for _ in 0..4 {
+        let Ask::Trial(t) = a.ask("a").unwrap() else {
+            panic!("finished early")
+        };
+        tell(&mut a, &t);
+    }
+    (dir, a, b)
+}
+
+fn trial_of(d: &Decided) -> &NewTrial {
+    match d {
+        Decided::Trial(t, _) => t,
+        other => panic!("not a trial: {other:?}"),
+    }
+}
+
+#[test]
+fn a_lone_claim_takes_the_decision_unchanged() {
+    let (_dir, mut a, _b) = two_handles(20);
+    let Ask::Trial(t) = a.ask("a").unwrap() else {
+        panic!("finished")
+    };
+    assert_eq!(t.decision.phase, Phase::Model);
+    assert_eq!(a.last_ask().path, ClaimPath::Unchanged);
+    assert_eq!(a.last_ask().attempts, 1);
+}
+
+#[test]
+fn by_default_a_study_decides_under_the_lock() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.db");
+    let path = path.to_str().unwrap();
+    let mut cfg = config(path, 20);
+    cfg.study.decide = crate::config::DecideMode::Locked;
+    let text = toml::to_string(&cfg).unwrap();
+    assert!(
+        !text.contains("decide"),
+        "the default is not written: {text}"
+    );
+    let mut study = Study::open(cfg, Box::new(SqliteStorage::open(path).unwrap())).unwrap();
+    for _ in 0..6 {
+        let Ask::Trial(t) = study.ask("a").unwrap() else {
+            panic!("finished early")
+        };
+        assert_eq!(study.last_ask().path, ClaimPath::Locked);
+        tell(&mut study, &t);
+    }
+}
+
+#[test]
+fn a_claim_next_to_a_point_handed_out_meanwhile_is_refused() {
+    let (_dir, mut a, mut b) = two_handles(20);
+    let (snap_a, dec_a) = a.snapshot_decision().unwrap();
+    let (snap_b, dec_b) = b.snapshot_decision().unwrap();
+    // Same snapshot, same decision: the race the claim must settle.
+    assert_eq!(trial_of(&dec_a).x, trial_of(&dec_b).x);
+    let mut timing = AskTiming::default();
+    let Some(Ask::Trial(tb)) = b.claim("b", &snap_b, &dec_b, &mut timing).unwrap() else {
+        panic!("b's claim must succeed")
+    };
+    assert_eq!(timing.path, ClaimPath::Unchanged);
+    assert!(
+        a.claim("a", &snap_a, &dec_a, &mut timing)
+            .unwrap()
+            .is_none()
+    );
+    assert_eq!(
+        a.trials().unwrap().len(),
+        5,
+        "a refused claim writes nothing"
+    );
+    // The ask tries again on a fresh snapshot that sees b's trial as pending.
+    let Ask::Trial(ta) = a.ask("a").unwrap() else {
+        panic!("finished")
+    };
+    let dist =
+        ta.x.iter()
+            .zip(&tb.x)
+            .map(|(p, q)| (p - q).powi(2))
+            .sum::<f64>()
+            .sqrt();
+    assert!(dist >= PENDING_EXCLUSION_RADIUS, "{:?} vs {:?}", ta.x, tb.x);
+    assert_eq!((ta.number, tb.number), (5, 4));
+}
+
+#[test]
+fn a_claim_after_a_tell_meanwhile_is_revalidated() {
+    let (_dir, mut a, mut b) = two_handles(20);
+    let Ask::Trial(t) = b.ask("b").unwrap() else {
+        panic!("finished")
+    };
+    let (snap_a, dec_a) = a.snapshot_decision().unwrap();
+    tell(&mut b, &t);
+    let mut timing = AskTiming::default();
+    let claimed = a.claim("a", &snap_a, &dec_a, &mut timing).unwrap();
+    let Some(Ask::Trial(ta)) = claimed else {
+        panic!("a's claim must succeed")
+    };
+    assert_eq!(timing.path, ClaimPath::Revalidated);
+    assert_eq!(ta.x, trial_of(&dec_a).x);
+}
+
+#[test]
+fn the_last_trial_cannot_be_claimed_twice() {
+    // Four initial trials, then one left.
+    let (_dir, mut a, mut b) = two_handles(5);
+    let (snap_a, dec_a) = a.snapshot_decision().unwrap();
+    let Ask::Trial(_) = b.ask("b").unwrap() else {
+        panic!("b takes the last trial")
+    };
+    let mut timing = AskTiming::default();
+    let claimed = a.claim("a", &snap_a, &dec_a, &mut timing).unwrap();
+    assert!(
+        matches!(claimed, Some(Ask::Finished(Finished::MaxTrials(5)))),
+        "{claimed:?}"
+    );
+    assert_eq!(timing.path, ClaimPath::Locked);
+    assert_eq!(a.trials().unwrap().len(), 5);
+}
+
+#[test]
+fn a_fresh_handle_warm_starts_from_the_latest_fit() {
+    let (dir, mut a, _b) = two_handles(20);
+    let Ask::Trial(t) = a.ask("a").unwrap() else {
+        panic!("finished")
+    };
+    let fitted = t
+        .decision
+        .params
+        .clone()
+        .expect("a model step records its fit");
+    let path = dir.path().join("s.db");
+    let mut fresh = handle(path.to_str().unwrap(), 20);
+    let (snap, _) = fresh.snapshot_decision().unwrap();
+    let state = StudyState::from_json(&snap.state).unwrap();
+    assert_eq!(state.params, Some(fitted));
+}
+
+#[test]
+fn a_point_evaluated_meanwhile_is_not_taken_again() {
+    let (_dir, mut a, mut b) = two_handles(20);
+    let (snap_a, dec_a) = a.snapshot_decision().unwrap();
+    // b decides on the same trials, so on the same point, and evaluates it before a claims.
+    let Ask::Trial(tb) = b.ask("b").unwrap() else {
+        panic!("finished")
+    };
+    assert_eq!(tb.x, trial_of(&dec_a).x);
+    tell(&mut b, &tb);
+    let mut timing = AskTiming::default();
+    assert!(
+        a.claim("a", &snap_a, &dec_a, &mut timing)
+            .unwrap()
+            .is_none()
+    );
+}
