@@ -31,6 +31,7 @@ use pandora_study::{Objective, Study, Summary, Trial};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// What the Python `evaluate` callable returns.
 type Returned = (Option<f64>, Option<f64>, Option<String>, f64, bool);
@@ -40,7 +41,7 @@ struct PyLoop {
     evaluate: Py<PyAny>,
     told: Py<PyAny>,
     raised: Mutex<Option<PyErr>>,
-    stopped: Mutex<bool>,
+    stopped: AtomicBool,
 }
 
 impl PyLoop {
@@ -51,7 +52,7 @@ impl PyLoop {
     }
 
     fn stop(&self) {
-        *self.stopped.lock().unwrap_or_else(|p| p.into_inner()) = true;
+        self.stopped.store(true, Ordering::SeqCst);
     }
 
     fn call(&self, trial: &Trial) -> PyResult<Returned> {
@@ -87,7 +88,7 @@ impl Objective for PyLoop {
     }
 
     fn ended(&self) -> bool {
-        *self.stopped.lock().unwrap_or_else(|p| p.into_inner())
+        self.stopped.load(Ordering::SeqCst)
             || self
                 .raised
                 .lock()
@@ -152,7 +153,7 @@ pub fn run(
         evaluate,
         told,
         raised: Mutex::new(None),
-        stopped: Mutex::new(false),
+        stopped: AtomicBool::new(false),
     };
     let options = OptimizeOptions {
         prefix,

@@ -84,7 +84,7 @@ def test_exceptions_in_the_objective_propagate_and_are_recorded(tmp_path):
     # The loop ended at the exception: the trial it raised in is failed, none was asked after.
     trials = pandora.Study.load("b", url).trials
     assert [t["state"] for t in trials] == ["complete", "failed"]
-    assert "exception in the objective" in trials[1]["error"]
+    assert "exception in the objective: RuntimeError: boom" in trials[1]["error"]
 
 
 def test_keyboard_interrupt_in_the_objective_ends_the_loop():

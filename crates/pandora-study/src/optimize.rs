@@ -8,10 +8,9 @@
 //! Each of `K` workers opens the study on a connection of its own (worker 0 runs on the calling
 //! thread, with the caller's study under [`Study::optimize`]; the others on threads) and
 //! repeats: `ask` (under the storage's lock: no two workers receive the same trial), evaluate
-//! the trial while a
-//! heartbeat thread keeps the trial's heartbeat fresh over a third connection, then `tell` the
-//! outcome at once (for a trial with steps: each reported step in order, then its pause,
-//! failure or completion, [`steps`]). A worker ends when the study is finished (budget, trials,
+//! the trial while a heartbeat thread keeps the trial's heartbeat fresh over a third
+//! connection, then `tell` the outcome at once (for a trial with steps: each reported step in
+//! order, then its pause, failure or completion, [`steps`]). A worker ends when the study is finished (budget, trials,
 //! stopping rule: the reason is returned), when another worker failed, when a signal came, or
 //! when the objective ends the loop ([`Objective::ended`]: a Python exception).
 //!

@@ -133,7 +133,8 @@ class _Loop:
             out = self.f(x.copy())
         except BaseException as e:  # noqa: BLE001 - raised again once the loop has returned
             self.raised = e
-            return None, None, "exception in the objective", time.perf_counter() - t0, True
+            reason = f"exception in the objective: {type(e).__name__}: {e}"
+            return None, None, reason, time.perf_counter() - t0, True
         elapsed = max(time.perf_counter() - t0, 1e-9)
         c: Optional[float] = None
         try:
