@@ -525,6 +525,16 @@ fn row_to_step(row: &Row) -> Result<(i64, StepReport)> {
     ))
 }
 
+/// A read-only `REPEATABLE READ` transaction: every query in it sees one snapshot, and it takes
+/// no row lock (it never waits for [`Storage::ask_with`]).
+fn read_snapshot(client: &mut Client) -> Result<postgres::Transaction<'_>> {
+    Ok(client
+        .build_transaction()
+        .isolation_level(IsolationLevel::RepeatableRead)
+        .read_only(true)
+        .start()?)
+}
+
 /// Reads a trial from the thirteen columns of [`TRIAL_COLUMNS`] in `row`.
 fn row_to_trial(row: &Row) -> Result<Trial> {
     let bad = |what: &str, e: &dyn std::fmt::Display| {
@@ -983,12 +993,7 @@ impl Storage for PostgresStorage {
     /// [`Storage::ask_with`]): the state, the trials and their steps come from one snapshot.
     fn snapshot(&mut self, study: &str) -> Result<Snapshot> {
         check_name("study name", study)?;
-        let mut tx = self
-            .client
-            .build_transaction()
-            .isolation_level(IsolationLevel::RepeatableRead)
-            .read_only(true)
-            .start()?;
+        let mut tx = read_snapshot(&mut self.client)?;
         let Some(row) = tx.query_opt(&self.st.read_state, &[&study])? else {
             return Err(Error::NotFound(format!("study {study:?}")));
         };
@@ -1011,12 +1016,7 @@ impl Storage for PostgresStorage {
         // Numbers and limits beyond PostgreSQL's BIGINT select everything there is.
         let from = i64::try_from(from).unwrap_or(i64::MAX);
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let mut tx = self
-            .client
-            .build_transaction()
-            .isolation_level(IsolationLevel::RepeatableRead)
-            .read_only(true)
-            .start()?;
+        let mut tx = read_snapshot(&mut self.client)?;
         if tx.query_opt(&self.st.study_exists, &[&study])?.is_none() {
             return Err(Error::NotFound(format!("study {study:?}")));
         }
