@@ -135,6 +135,8 @@ struct SmokeConfig {
     lcdb_datasets: Vec<u64>,
     synthetic_configs: Option<usize>,
     synthetic_steps: Option<usize>,
+    /// A smaller budget (fewer decisions).
+    budget_fraction: Option<f64>,
 }
 
 /// An instance family: one table per seed (synthetic) or one for all seeds (LCDB).
@@ -169,6 +171,8 @@ fn load(path: &str, smoke: bool) -> Result<Config> {
             .clone()
             .with_context(|| format!("{path}: --smoke needs a [smoke] section"))?;
         cfg.seeds = s.seeds;
+        cfg.budget_fraction = s.budget_fraction.unwrap_or(cfg.budget_fraction);
+        cfg.grid_low = cfg.grid_low.min(cfg.budget_fraction / 10.0);
         cfg.lcdb = Some(LcdbConfig {
             datasets: Some(s.lcdb_datasets),
         });
@@ -185,7 +189,7 @@ fn load(path: &str, smoke: bool) -> Result<Config> {
     }
     settings(&cfg)
         .validate()
-        .with_context(|| format!("{path}"))?;
+        .with_context(|| path.to_string())?;
     Ok(cfg)
 }
 

@@ -89,8 +89,8 @@ pub fn instance(spec: &SyntheticSpec, seed: u64) -> Result<Table, ProblemError> 
         costs: Vec::with_capacity(k),
         finals: Vec::with_capacity(k),
     };
-    for i in 0..k {
-        let a = 0.8 + 0.08 * g_at[0][i];
+    for (g1, g2) in g_at[0].iter().zip(&g_at[1]) {
+        let a = 0.8 + 0.08 * g1;
         let b = 0.3 * (0.3 * normal()).exp();
         let r = 0.25 * (0.6 * normal()).exp();
         let curve = |s: f64| a - b * (-r * s).exp();
@@ -99,11 +99,9 @@ pub fn instance(spec: &SyntheticSpec, seed: u64) -> Result<Table, ProblemError> 
                 .map(|s| curve(s as f64) + spec.noise * normal())
                 .collect(),
         );
-        parts.costs.push(
-            (0..t)
-                .map(|_| (g_at[1][i] + 0.1 * normal()).exp())
-                .collect(),
-        );
+        parts
+            .costs
+            .push((0..t).map(|_| (g2 + 0.1 * normal()).exp()).collect());
         parts.finals.push(curve(t as f64));
     }
     Table::new(parts)
