@@ -7,6 +7,7 @@ mod cvs_cmd;
 mod eval;
 mod experiment;
 mod freeze_thaw;
+mod ft_bench;
 mod input;
 mod plot;
 mod progress;
@@ -171,6 +172,10 @@ enum Command {
         #[arg(long)]
         verify: bool,
     },
+    /// Run the freeze-thaw benchmark (LCDB learning curves, a synthetic family; the Gittins
+    /// policy against Hyperband, ASHA, the median rule, PBGI, LogEIPC and random search). See
+    /// docs/freeze-thaw.md.
+    FreezeThawBench(ft_bench::Args),
     /// Time the numerical core on fixed workloads and print one JSON line per measurement.
     Bench {
         /// Run only the workloads whose name contains this string.
@@ -220,6 +225,7 @@ fn default_sigpipe(command: &Command) {
         Command::Run { .. }
             | Command::Experiment(_)
             | Command::Cvs(_)
+            | Command::FreezeThawBench(_)
             | Command::Bench { .. }
             | Command::Serve(_)
     );
@@ -341,6 +347,7 @@ fn main() {
         ),
         Command::Experiment(args) => experiment::main(args),
         Command::Cvs(args) => cvs_cmd::main(args),
+        Command::FreezeThawBench(args) => ft_bench::main(args),
         Command::Serve(args) => serve_cmd::main(args),
     };
     if let Err(e) = result {

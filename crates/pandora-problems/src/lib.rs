@@ -7,7 +7,8 @@
 //! counterexamples ([`counterexamples`]); Pest Control ([`pest`]); the online-LDA surrogate
 //! ([`lda`]); the cost-varying-subsets surrogates ([`cvs`]); robot pushing on the rapier2d
 //! physics engine ([`robot`]); gym's Lunar Lander on the same engine, flown by the 12-weight
-//! heuristic controller ([`lunar`]). Everything is built by name with [`build`]
+//! heuristic controller ([`lunar`]); the freeze-thaw benchmark (LCDB learning curves, a
+//! synthetic family, and the policies that play them: [`freeze_thaw`]). Everything is built by name with [`build`]
 //! ([`problem`], the one registry: studies' `builtin` objectives use it too), and fails with a
 //! [`ProblemError`] ([`error`]). `docs/problems.md` documents every problem, cost, option and deviation from the reference
 //! code.
@@ -16,6 +17,7 @@ pub mod costs;
 pub mod counterexamples;
 pub mod cvs;
 pub mod error;
+pub mod freeze_thaw;
 pub mod gp_sample;
 pub mod lda;
 pub mod lunar;

@@ -272,6 +272,53 @@ pub fn decide_on(
     if model.runs().len() != data.len() {
         return Err(Error::dim("model runs", data.len(), model.runs().len()));
     }
+    let indices = indices_of(model, trials, &run_of, schedule, cost, opts)?;
+    let pricing = Pricing::new(schedule, cost, opts.lambda, model.params().asymptote.dim());
+    let start = start::best_new(model, &pricing, opts, seed)?;
+    let fallback = trials
+        .iter()
+        .filter(|t| t.values.len() == schedule.len())
+        .map(|t| t.values[schedule.len() - 1])
+        .max_by(f64::total_cmp);
+    let action = choose(&indices, &start, fallback, trials);
+    Ok(ThawDecision {
+        action,
+        indices,
+        start,
+        fallback,
+        params: model.params().clone(),
+    })
+}
+
+/// The index of continuing each trial under `model` (conditioned on exactly the trials'
+/// reports, in the order of [`observed_runs`]), without searching for a new configuration:
+/// `None` for a busy or complete trial. A trial without reports is a run of its configuration
+/// that has not started: its index is that of starting it. A caller choosing among a finite
+/// set of configurations (a benchmark table) passes every configuration as a trial and takes
+/// the largest index (the decision of [`decide_on`] restricted to that set).
+pub fn continue_indices(
+    model: &LcPosterior,
+    trials: &[TrialState],
+    schedule: &Schedule,
+    cost: Option<&dyn CostModel>,
+    opts: &ThawOptions,
+) -> Result<Vec<Option<f64>>> {
+    check_options(opts, schedule)?;
+    let (data, run_of) = observed_runs(trials, schedule)?;
+    if model.runs().len() != data.len() {
+        return Err(Error::dim("model runs", data.len(), model.runs().len()));
+    }
+    indices_of(model, trials, &run_of, schedule, cost, opts)
+}
+
+fn indices_of(
+    model: &LcPosterior,
+    trials: &[TrialState],
+    run_of: &[Option<usize>],
+    schedule: &Schedule,
+    cost: Option<&dyn CostModel>,
+    opts: &ThawOptions,
+) -> Result<Vec<Option<f64>>> {
     let pricing = Pricing::new(schedule, cost, opts.lambda, model.params().asymptote.dim());
     let mut indices = Vec::with_capacity(trials.len());
     for (k, trial) in trials.iter().enumerate() {
@@ -287,20 +334,7 @@ pub fn decide_on(
             Some(chain.current_index())
         });
     }
-    let start = start::best_new(model, &pricing, opts, seed)?;
-    let fallback = trials
-        .iter()
-        .filter(|t| t.values.len() == schedule.len())
-        .map(|t| t.values[schedule.len() - 1])
-        .max_by(f64::total_cmp);
-    let action = choose(&indices, &start, fallback, trials);
-    Ok(ThawDecision {
-        action,
-        indices,
-        start,
-        fallback,
-        params: model.params().clone(),
-    })
+    Ok(indices)
 }
 
 /// The model's data: one run per trial that has reported (`Run` steps at the schedule's first
