@@ -432,7 +432,9 @@ fn configuration_errors_are_clear() {
 }
 
 /// Every `pandora experiment` configuration in `experiments/` parses, and its smoke size runs end
-/// to end. The `cvs_*.toml` grids belong to `pandora cvs` and are checked in `cvs_cli.rs`.
+/// to end. The `cvs_*.toml` grids belong to `pandora cvs` and are checked in `cvs_cli.rs`;
+/// `freeze_thaw_bench*.toml` belongs to `pandora freeze-thaw-bench` and is checked by
+/// `ft_bench.rs`'s tests.
 #[test]
 fn paper_configs_run_at_smoke_size() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../experiments");
@@ -443,7 +445,7 @@ fn paper_configs_run_at_smoke_size() {
         .filter(|p| {
             !p.file_name()
                 .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with("cvs_"))
+                .is_some_and(|n| n.starts_with("cvs_") || n.starts_with("freeze_thaw_bench"))
         })
         .collect();
     configs.sort();
