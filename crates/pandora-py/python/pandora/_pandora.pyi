@@ -1,6 +1,6 @@
 """Type stubs of the native module ``pandora._pandora`` (use the public API in ``pandora``)."""
 
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 import numpy.typing as npt
@@ -81,6 +81,16 @@ class NativeStudy:
     def load(name: str, url: str) -> "NativeStudy": ...
     def config_json(self) -> str: ...
     def config_toml(self) -> str: ...
+    def optimize(
+        self,
+        evaluate: Callable[[str], Tuple[Optional[float], Optional[float], Optional[str], float, bool]],
+        told: Callable[[str], None],
+        workers: int = ...,
+        prefix: Optional[str] = ...,
+    ) -> Optional[str]:
+        """The worker loop (``pandora run``'s) with a Python objective: see
+        ``crates/pandora-py/src/optimize.rs``; returns why the study is finished, or ``None``."""
+        ...
     def ask(self, worker: str) -> Tuple[Optional[str], Optional[str]]: ...
     def tell(self, number: int, objective: float, cost: float) -> str: ...
     def tell_realized(
