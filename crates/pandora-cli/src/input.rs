@@ -34,10 +34,3 @@ pub fn parse<T: DeserializeOwned>(text: &str) -> Result<T> {
         }
     })
 }
-
-/// A deserialization error (TOML, JSON) as an error whose message names types in user words:
-/// "expected a whole number >= 0" instead of "expected usize" (see
-/// [`pandora_study::error::plain_words`]).
-pub fn plain(e: impl std::fmt::Display) -> anyhow::Error {
-    anyhow::Error::msg(plain_words(&e.to_string()))
-}

@@ -2,14 +2,13 @@
 
 mod bench;
 mod boxes;
-mod csv;
 mod cvs_cmd;
 mod eval;
-mod experiment;
+mod experiment_cmd;
 mod freeze_thaw;
 mod ft_bench;
+mod grid_progress;
 mod input;
-mod plot;
 mod progress;
 mod serve_cmd;
 mod study_cmd;
@@ -207,7 +206,7 @@ enum Command {
     /// Run a grid of problems × policies × seeds with resumable traces and regret summaries
     /// (`pandora experiment CONFIG.toml`, `pandora experiment summarize DIR`). See
     /// docs/experiments.md.
-    Experiment(experiment::Args),
+    Experiment(experiment_cmd::Args),
     /// Run a cost-varying-variable-subsets (BOCVS) experiment grid (`pandora cvs CONFIG.toml`,
     /// `pandora cvs summarize DIR`). See docs/cvs.md.
     Cvs(cvs_cmd::Args),
@@ -345,7 +344,7 @@ fn main() {
                 fit_factr,
             },
         ),
-        Command::Experiment(args) => experiment::main(args),
+        Command::Experiment(args) => experiment_cmd::main(args),
         Command::Cvs(args) => cvs_cmd::main(args),
         Command::FreezeThawBench(args) => ft_bench::main(args),
         Command::Serve(args) => serve_cmd::main(args),

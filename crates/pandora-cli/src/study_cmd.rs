@@ -3,10 +3,10 @@
 //! Every command names its study by a configuration file or by `--storage URL --study NAME`
 //! ([`Target`]).
 
-use crate::plot;
 use crate::progress::Progress;
 use crate::study_text as text;
 use anyhow::{Context, Result, anyhow, bail};
+use pandora_experiment::plot;
 use pandora_study::config::MAX_DURATION_S;
 use pandora_study::optimize::{ConfigObjective, OptimizeOptions, Optimized, hostname, optimize};
 use pandora_study::shutdown;
@@ -488,7 +488,7 @@ pub fn best(target: &Target, as_json: bool) -> Result<()> {
 
 /// `pandora export CONFIG --format csv|json`: every trial, parameters flattened into columns for
 /// CSV (`param.NAME`); cells that a spreadsheet would run as formulas are neutralized
-/// ([`crate::csv::field`]).
+/// ([`pandora_study::csv::field`]).
 pub fn export(target: &Target, format: &str) -> Result<()> {
     if !matches!(format, "csv" | "json") {
         bail!("--format: expected csv or json, got '{format}'");

@@ -7,7 +7,7 @@
 //! Failed trials get their own markers in the cost panel, and a legend entry only when there are
 //! some; so do the paused (or running) runs of a study with steps, whose told steps cost already.
 
-use crate::plot;
+use pandora_experiment::plot;
 use pandora_study::space::Direction;
 use pandora_study::{Trial, TrialState};
 

@@ -138,9 +138,10 @@ fn loop_err(e: OptimizeError) -> PyErr {
     }
 }
 
-/// Runs the loop on `study` with `workers` workers named `{prefix}-{k}` (see the module
-/// documentation); returns why the study is finished, or `None` when the loop ended because
-/// `evaluate` asked it to (then the Python side raises what it kept).
+/// Runs the loop on `study` with `workers` workers named `{prefix}-{k}`, handing out at most
+/// `n_trials` trials (see the module documentation); returns why the study is finished, or
+/// `None` when the loop ended because `evaluate` asked it to (then the Python side raises what it
+/// kept) or `n_trials` were handed out.
 pub fn run(
     py: Python<'_>,
     study: &Mutex<Study>,
@@ -148,6 +149,7 @@ pub fn run(
     told: Py<PyAny>,
     workers: usize,
     prefix: String,
+    n_trials: Option<u64>,
 ) -> PyResult<Option<String>> {
     let callables = PyLoop {
         evaluate,
@@ -158,6 +160,7 @@ pub fn run(
     let options = OptimizeOptions {
         prefix,
         stop_on_repeated_failures: false,
+        n_trials,
         ..OptimizeOptions::new(workers)
     };
     let ended = py.detach(|| {

@@ -76,8 +76,9 @@ impl NativeStudy {
 
     /// Runs the worker loop on this study with a Python objective (see
     /// [`crate::optimize`]): returns why the study is finished, or `None` when `evaluate` ended
-    /// the loop. An exception raised by either callable is raised from here.
-    #[pyo3(signature = (evaluate, told, workers = 1, prefix = None))]
+    /// the loop or `n_trials` trials were handed out. An exception raised by either callable is
+    /// raised from here.
+    #[pyo3(signature = (evaluate, told, workers = 1, prefix = None, n_trials = None))]
     fn optimize(
         &self,
         py: Python<'_>,
@@ -85,6 +86,7 @@ impl NativeStudy {
         told: Py<PyAny>,
         workers: usize,
         prefix: Option<String>,
+        n_trials: Option<u64>,
     ) -> PyResult<Option<String>> {
         let prefix = prefix.unwrap_or_else(|| {
             format!(
@@ -93,7 +95,7 @@ impl NativeStudy {
                 std::process::id()
             )
         });
-        crate::optimize::run(py, &self.inner, evaluate, told, workers, prefix)
+        crate::optimize::run(py, &self.inner, evaluate, told, workers, prefix, n_trials)
     }
 
     /// Hands out the next trial: `(trial_json, None)`, or `(None, reason)` when the study is

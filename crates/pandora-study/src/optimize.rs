@@ -55,7 +55,7 @@ use crate::shutdown::{Shutdown, StopSignal};
 use crate::study::{Study, Summary};
 use crate::trial::Trial;
 use std::sync::Mutex;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::time::Duration;
 use worker::{FailureStreak, Workers, lock};
 
@@ -153,6 +153,10 @@ pub struct OptimizeOptions<'a> {
     /// [`OptimizeError::SameFailures`] (default). Off for objectives whose failures are part of
     /// the landscape (a Python function returning NaN where it is undefined).
     pub stop_on_repeated_failures: bool,
+    /// At most this many trials handed out by this loop, over all its workers (Optuna's
+    /// `n_trials`); `None` (default): until the study is finished. The study's own limits
+    /// (budget, `max_trials`, stopping rule) still apply.
+    pub n_trials: Option<u64>,
 }
 
 impl OptimizeOptions<'_> {
@@ -165,6 +169,7 @@ impl OptimizeOptions<'_> {
             heartbeat: Duration::from_secs_f64(HEARTBEAT_S),
             shutdown: None,
             stop_on_repeated_failures: true,
+            n_trials: None,
         }
     }
 }
@@ -242,6 +247,8 @@ fn run(
             .stop_on_repeated_failures
             .then(|| Mutex::new(FailureStreak::default())),
         report: Mutex::new(()),
+        n_trials: options.n_trials,
+        handed: AtomicU64::new(0),
     };
     let ends: Vec<Result<Option<String>, OptimizeError>> = std::thread::scope(|s| {
         let handles: Vec<_> = (1..options.workers)

@@ -300,3 +300,28 @@ fn repeated_failures_continue_when_the_options_say_so() {
     assert_eq!(all.len(), 8);
     assert!(all.iter().all(|t| t.state == TrialState::Failed));
 }
+
+#[test]
+fn n_trials_caps_the_trials_handed_out_over_all_workers() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(&dir.path().join("s.db"), "[budget]\nmax_trials = 30");
+    let open = opener(&cfg);
+    let options = OptimizeOptions {
+        n_trials: Some(5),
+        ..OptimizeOptions::new(3)
+    };
+    let ended = optimize(&open, &quadratic, &Silent, &options).unwrap();
+    // The cap, not the study, ended the loop: no reason, and exactly 5 trials, all complete.
+    assert_eq!(ended.finished, None);
+    let all = trials(&cfg);
+    assert_eq!(all.len(), 5);
+    assert!(all.iter().all(|t| t.state == TrialState::Complete));
+    // A second call continues the same study; the study's own limit still ends it.
+    let options = OptimizeOptions {
+        n_trials: Some(100),
+        ..OptimizeOptions::new(1)
+    };
+    let ended = optimize(&open, &quadratic, &Silent, &options).unwrap();
+    assert_eq!(ended.finished.as_deref(), Some("reached max_trials = 30"));
+    assert_eq!(trials(&cfg).len(), 30);
+}

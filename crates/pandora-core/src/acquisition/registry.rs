@@ -3,10 +3,12 @@
 //! ## Definition
 //!
 //! The registry is one table ([`AcquisitionName`], written with the `acquisitions!` macro): each
-//! row is an acquisition's variant, its configuration name and its step recipe, the
+//! row is an acquisition's variant, its configuration name, its flags (`cost`: it uses the
+//! evaluation cost; `lambda`: its step records a λ) and its step recipe, the
 //! [`Acquirer`] a BO step hands the fitted models to. From the table come the enum,
-//! [`AcquisitionName::ALL`] (the documented order), [`AcquisitionName::as_str`] and
-//! [`AcquisitionName::acquirer`], so a name cannot be listed without its recipe, and every
+//! [`AcquisitionName::ALL`] (the documented order), [`AcquisitionName::as_str`],
+//! [`AcquisitionName::acquirer`], [`AcquisitionName::is_cost_aware`] and
+//! [`AcquisitionName::uses_lambda`], so a name cannot be listed without its recipe, and every
 //! property the rest of the crate asks of an acquisition (does it need the model, the cost
 //! model, may it use a variable-amplitude model, is it pointwise) is asked of its acquirer.
 //!
@@ -49,10 +51,21 @@ use super::ts::ThompsonSampling;
 use crate::error::{Error, Result};
 use crate::optim::domain::maximize_in;
 
-/// Writes the registry from its rows `(doc) Variant = "name" => acquirer,`: the enum
-/// [`AcquisitionName`], `ALL`, `as_str` and `acquirer`.
+/// Whether the flag list of a registry row (`[cost, lambda]`) holds `cost` or `lambda`.
+macro_rules! has_flag {
+    ($want:ident;) => { false };
+    (cost; cost $(, $rest:ident)*) => { true };
+    (lambda; lambda $(, $rest:ident)*) => { true };
+    ($want:ident; $other:ident $(, $rest:ident)*) => { has_flag!($want; $($rest),*) };
+}
+
+/// Writes the registry from its rows `(doc) Variant = "name" [flags] => acquirer,`: the enum
+/// [`AcquisitionName`], `ALL`, `as_str`, `acquirer`, and from the optional flags
+/// `is_cost_aware` (`cost`: the acquisition uses the evaluation cost) and `uses_lambda`
+/// (`lambda`: the step records a λ).
 macro_rules! acquisitions {
-    ($($(#[doc = $doc:literal])* $variant:ident = $name:literal => $acquirer:expr,)*) => {
+    ($($(#[doc = $doc:literal])* $variant:ident = $name:literal $([$($flag:ident),*])?
+        => $acquirer:expr,)*) => {
         /// The acquisitions Pandora knows by name (the registry; see the module docs).
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
         pub enum AcquisitionName {
@@ -76,6 +89,20 @@ macro_rules! acquisitions {
                     $(Self::$variant => Box::new($acquirer),)*
                 }
             }
+
+            /// Whether the acquisition uses the evaluation cost (its row's `cost` flag).
+            pub fn is_cost_aware(self) -> bool {
+                match self {
+                    $(Self::$variant => has_flag!(cost; $($($flag),*)?),)*
+                }
+            }
+
+            /// Whether the step records its λ (its row's `lambda` flag: PBGI and PBGI-D).
+            pub fn uses_lambda(self) -> bool {
+                match self {
+                    $(Self::$variant => has_flag!(lambda; $($($flag),*)?),)*
+                }
+            }
         }
     };
 }
@@ -94,34 +121,34 @@ acquisitions! {
     /// Lower confidence bound.
     Lcb = "lcb" => Pointwise(Self::Lcb),
     /// Expected improvement per unit cost.
-    Eipc = "eipc" => Pointwise(Self::Eipc),
+    Eipc = "eipc" [cost] => Pointwise(Self::Eipc),
     /// Log expected improvement per unit cost.
-    LogEipc = "log_eipc" => Pointwise(Self::LogEipc),
+    LogEipc = "log_eipc" [cost] => Pointwise(Self::LogEipc),
     /// Expected improvement with cost cooling (α = remaining / total budget).
-    Eicc = "eicc" => Pointwise(Self::Eicc),
+    Eicc = "eicc" [cost] => Pointwise(Self::Eicc),
     /// Log expected improvement with cost cooling.
-    LogEicc = "log_eicc" => Pointwise(Self::LogEicc),
+    LogEicc = "log_eicc" [cost] => Pointwise(Self::LogEicc),
     /// Pandora's Box Gittins index with a fixed λ.
-    Pbgi = "pbgi" => Pointwise(Self::Pbgi),
+    Pbgi = "pbgi" [cost, lambda] => Pointwise(Self::Pbgi),
     /// PBGI with λ decayed when the Gittins stopping rule fires.
-    PbgiD = "pbgi_d" => Pointwise(Self::PbgiD),
+    PbgiD = "pbgi_d" [cost, lambda] => Pointwise(Self::PbgiD),
     /// Thompson sampling (a pathwise posterior sample).
     Ts = "ts" => ThompsonSampling,
     /// Uniformly random points (the design sequence continued).
     Random = "random" => RandomSearch,
     /// Budget-constrained EI, `EI · P(c ≤ remaining budget)` (B-MS-EI's one-step value).
-    BudgetedEi = "budgeted_ei" => Pointwise(Self::BudgetedEi),
+    BudgetedEi = "budgeted_ei" [cost] => Pointwise(Self::BudgetedEi),
     /// Max-value entropy search (Gumbel max values, drawn once per step).
     Mes = "mes" => MesStep { per_cost: false },
     /// MES per unit (expected) cost.
-    MesCost = "mes_cost" => MesStep { per_cost: true },
+    MesCost = "mes_cost" [cost] => MesStep { per_cost: true },
     /// Knowledge gradient on a Sobol discretization plus the posterior-mean maximizer.
     Kg = "kg" => KgStep,
     /// One-shot knowledge gradient with 64 quasi-random fantasies (BoTorch's `qKnowledgeGradient`).
     OneShotKg = "one_shot_kg" => OneShotKgStep,
     /// Budgeted multi-step EI (one-shot scenario tree, unknown costs); the tree is
     /// [`AcquisitionParams::tree`].
-    BMsEi = "b_ms_ei" => BmseiStep,
+    BMsEi = "b_ms_ei" [cost] => BmseiStep,
     /// Multi-step lookahead EI for uniform costs (the same one-shot tree with EI at every stage
     /// and no budget; the PBGI paper's MSEI baseline).
     MsEi = "ms_ei" => MseiStep,
@@ -146,30 +173,9 @@ impl AcquisitionName {
             })
     }
 
-    /// Whether the acquisition uses the evaluation cost.
-    pub fn is_cost_aware(self) -> bool {
-        matches!(
-            self,
-            Self::Eipc
-                | Self::LogEipc
-                | Self::Eicc
-                | Self::LogEicc
-                | Self::Pbgi
-                | Self::PbgiD
-                | Self::BudgetedEi
-                | Self::MesCost
-                | Self::BMsEi
-        )
-    }
-
     /// Whether [`build_pointwise`] can build it (its acquirer is the pointwise one).
     pub fn is_pointwise(self) -> bool {
         self.acquirer().is_pointwise()
-    }
-
-    /// Whether the step records its λ (PBGI and PBGI-D).
-    pub fn uses_lambda(self) -> bool {
-        matches!(self, Self::Pbgi | Self::PbgiD)
     }
 }
 
@@ -335,6 +341,35 @@ mod tests {
         }
         let e = AcquisitionName::parse("gittins").unwrap_err().to_string();
         assert!(e.contains("pbgi_d") && e.contains("log_eicc"));
+    }
+
+    #[test]
+    fn the_rows_flags_say_which_use_the_cost_and_which_record_a_lambda() {
+        let with = |f: fn(AcquisitionName) -> bool| -> Vec<&str> {
+            AcquisitionName::ALL
+                .iter()
+                .filter(|n| f(**n))
+                .map(|n| n.as_str())
+                .collect()
+        };
+        assert_eq!(with(AcquisitionName::uses_lambda), ["pbgi", "pbgi_d"]);
+        assert_eq!(
+            with(AcquisitionName::is_cost_aware),
+            [
+                "eipc",
+                "log_eipc",
+                "eicc",
+                "log_eicc",
+                "pbgi",
+                "pbgi_d",
+                "budgeted_ei",
+                "mes_cost",
+                "b_ms_ei"
+            ]
+        );
+        // Flags are found in any order.
+        assert!(has_flag!(cost; lambda, cost) && has_flag!(lambda; cost, lambda));
+        assert!(!has_flag!(lambda; cost) && !has_flag!(cost;));
     }
 
     #[test]

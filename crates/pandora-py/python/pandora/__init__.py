@@ -1,6 +1,6 @@
 """Pandora: cost-aware Bayesian optimization with a Rust core.
 
-The package has three layers and an adapter:
+The package has these parts:
 
 * **Studies** (:class:`Study`): persistent ask/tell loops over a SQLite database shared with the
   ``pandora`` command-line tool.
@@ -10,6 +10,9 @@ The package has three layers and an adapter:
   pathwise posterior samples), :mod:`pandora.acquisition` (EI, LogEI, UCB, EIPC, the Pandora's Box
   Gittins index, with gradients), :func:`boxes` (exact Pandora's Box solutions) and
   :func:`freeze_thaw` (which training run to start, continue or keep, by Gittins indices).
+* **Experiments** (:mod:`pandora.experiment`): the research harness of ``pandora experiment``
+  and ``pandora cvs`` (grids of problems × policies × seeds, resumable traces, summaries, Slurm
+  plans), called from Python.
 * **Optuna** (:mod:`pandora.optuna`, imported on demand; needs ``optuna``): a cost-aware sampler
   and the stopping rule as a callback for existing Optuna scripts (docs/optuna.md).
 
@@ -17,7 +20,7 @@ Everything heavy runs in Rust with the GIL released. See ``docs/python.md``.
 """
 
 from ._pandora import __version__
-from . import acquisition
+from . import acquisition, experiment
 from ._boxes import boxes
 from ._freeze_thaw import freeze_thaw
 from ._gp import GP, Paths
@@ -28,6 +31,7 @@ from ._study import Study, Trial
 __all__ = [
     "__version__",
     "acquisition",
+    "experiment",
     "boxes",
     "freeze_thaw",
     "Categorical",

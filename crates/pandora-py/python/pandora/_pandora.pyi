@@ -29,6 +29,35 @@ def acquisition_values(
 ]: ...
 def solve_boxes(instance_json: str, verify: bool = ...) -> str: ...
 def solve_freeze_thaw(instance_json: str, verify: bool = ...) -> str: ...
+def run_grid(
+    kind_name: str,
+    config: str,
+    out: Optional[str] = ...,
+    jobs: Optional[int] = ...,
+    smoke: bool = ...,
+    shard: Optional[str] = ...,
+    verbose: bool = ...,
+) -> str: ...
+def summarize_grid(kind_name: str, dir: str, partial: bool = ..., verbose: bool = ...) -> str: ...
+def plan_grid(
+    kind_name: str,
+    config: str,
+    smoke: bool = ...,
+    out: Optional[str] = ...,
+    calibration_steps: int = ...,
+    slurm: Optional[str] = ...,
+    shards: Optional[int] = ...,
+    cpus_per_task: int = ...,
+    mem: str = ...,
+    max_parallel: Optional[int] = ...,
+    time_margin: float = ...,
+    partition: Optional[str] = ...,
+    bin: Optional[str] = ...,
+    verbose: bool = ...,
+) -> str: ...
+def freeze_thaw_bench(
+    config: str, out: Optional[str] = ..., smoke: bool = ..., verbose: bool = ...
+) -> str: ...
 
 class NativeGp:
     @staticmethod
@@ -87,6 +116,7 @@ class NativeStudy:
         told: Callable[[str], None],
         workers: int = ...,
         prefix: Optional[str] = ...,
+        n_trials: Optional[int] = ...,
     ) -> Optional[str]:
         """The worker loop (``pandora run``'s) with a Python objective: see
         ``crates/pandora-py/src/optimize.rs``; returns why the study is finished, or ``None``."""

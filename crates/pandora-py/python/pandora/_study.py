@@ -8,7 +8,7 @@ import numbers
 import os
 import socket
 import time
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -160,6 +160,51 @@ class Trial:
 
     def __repr__(self) -> str:
         return f"Trial(number={self.number}, params={self.params!r})"
+
+
+class _TrialLoop:
+    """The Python half of :meth:`Study.optimize`: calls ``f(trial)`` for the native worker loop
+    and interprets its return value as the study's cost setting says."""
+
+    def __init__(self, study: "Study", f: Callable[[Trial], Any]) -> None:
+        self.study = study
+        self.f = f
+        self.reported = study.cost_kind == "reported"
+        self.raised: Optional[BaseException] = None
+
+    def evaluate(self, trial_json: str) -> Tuple[Optional[float], Optional[float], Optional[str],
+                                                 float, bool]:
+        """``(value, cost, error, elapsed, stop)``, as ``NativeStudy.optimize`` expects."""
+        t = json.loads(trial_json)
+        trial = Trial(t["number"], t["params"], t["x"], t.get("decision") or {}, None, self.study)
+        t0 = time.perf_counter()
+        try:
+            out = self.f(trial)
+        except BaseException as e:  # noqa: BLE001 - raised again once the loop has returned
+            self.raised = e
+            reason = f"exception in the objective: {type(e).__name__}: {e}"
+            return None, None, reason, time.perf_counter() - t0, True
+        elapsed = max(time.perf_counter() - t0, 1e-9)
+        cost: Optional[float] = None
+        try:
+            if self.reported:
+                if not (isinstance(out, tuple) and len(out) == 2):
+                    raise ValueError("the study's costs are 'reported': f must return "
+                                     "(value, cost)")
+                value, cost = float(out[0]), float(out[1])
+                if not (math.isfinite(cost) and cost > 0):
+                    raise ValueError(f"the cost must be finite and > 0, got {cost}")
+            else:
+                value = float(out)
+        except BaseException as e:  # noqa: BLE001 - raised again once the loop has returned
+            self.raised = e
+            return None, None, f"invalid output: {e}", elapsed, True
+        if not math.isfinite(value):
+            return None, cost, f"non-finite value {value}", elapsed, False
+        return value, cost, None, elapsed, False
+
+    def told(self, trial_json: str) -> None:
+        """Nothing to keep: the study holds every trial."""
 
 
 class Study:
@@ -403,6 +448,44 @@ class Study:
         if t.get("step_to") is not None:
             steps = range(len(t.get("steps") or []) + 1, t["step_to"] + 1)
         return Trial(t["number"], t["params"], t["x"], t.get("decision") or {}, steps, self)
+
+    def optimize(self, f: Callable[["Trial"], Any], *, n_trials: Optional[int] = None,
+                 workers: int = 1) -> Optional[str]:
+        """Runs Pandora's worker loop (the one ``pandora run`` runs) with the Python objective
+        ``f``, the way Optuna's ``study.optimize`` does: ask a trial, call ``f(trial)``, tell its
+        outcome, until the study is finished (budget, ``max_trials``, stopping rule) or
+        ``n_trials`` trials have been handed out by this call.
+
+        ``f`` receives a :class:`Trial` (``trial.params``, ``trial.number``, ``trial.x``) and
+        returns the objective value, or ``(value, cost)`` when the study's costs are
+        ``"reported"``; ``"runtime"`` costs are the seconds ``f`` took, ``"uniform"``/``"known"``
+        costs the study's. A non-finite value fails the trial and the loop goes on; an exception
+        in ``f`` fails the trial ("exception in the objective: TYPE: message"), ends the loop and
+        is raised. ``workers > 1`` evaluates that many trials at once, each worker on its own
+        connection to the storage (so not for ``sqlite::memory:``); ``f`` then runs on several
+        threads, one at a time under the GIL. Returns why the study is finished
+        (:attr:`stop_reason`), or ``None`` when ``n_trials`` ended the call first.
+
+        Studies with cost-varying variable subsets (``[cvs]``) or steps (``fidelity``) report
+        more than a value: drive them with :meth:`ask` and :meth:`tell`.
+        """
+        if not callable(f):
+            raise ValueError("f must be callable")
+        if n_trials is not None and (isinstance(n_trials, bool) or not isinstance(n_trials, int)
+                                     or n_trials < 1):
+            raise ValueError(f"n_trials must be a whole number >= 1 or None, got {n_trials!r}")
+        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+            raise ValueError(f"workers must be a whole number >= 1, got {workers!r}")
+        if self._config.get("cvs") is not None or self._config.get("fidelity") is not None:
+            raise ValueError("optimize: a study with [cvs] or fidelity= reports more than a "
+                             "value; use ask() and tell() (or Trial.report)")
+        loop = _TrialLoop(self, f)
+        finished = self._native.optimize(loop.evaluate, loop.told, workers, self._worker,
+                                         n_trials)
+        if loop.raised is not None:
+            raise loop.raised
+        self._finished = finished
+        return finished
 
     def tell(
         self,

@@ -9,7 +9,7 @@ use crate::shutdown::{Shutdown, StopSignal};
 use crate::storage::Storage;
 use crate::study::{Ask, Study};
 use crate::trial::{Outcome, Trial, TrialState};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, mpsc};
 use std::time::Duration;
 
@@ -206,6 +206,10 @@ pub(crate) struct Workers<'a> {
     /// Held while a trial's summary is computed and reported: reports come whole, in the order
     /// of their summaries (the counts and the cost spent never go back).
     pub(crate) report: Mutex<()>,
+    /// At most this many asks over all workers ([`super::OptimizeOptions::n_trials`]).
+    pub(crate) n_trials: Option<u64>,
+    /// Asks reserved so far (counted only with `n_trials`).
+    pub(crate) handed: AtomicU64,
 }
 
 impl Workers<'_> {
@@ -219,11 +223,22 @@ impl Workers<'_> {
         self.stop.load(Ordering::SeqCst) || self.signal().is_some() || self.objective.ended()
     }
 
+    /// Reserves one of the loop's `n_trials` asks; false once they are all taken.
+    fn reserve_ask(&self) -> bool {
+        match self.n_trials {
+            None => true,
+            Some(n) => self.handed.fetch_add(1, Ordering::SeqCst) < n,
+        }
+    }
+
     /// One worker on `study`: asks, evaluates and tells until the study is finished
     /// (`Some(reason)`), another worker failed, a signal came or the objective ended the loop
     /// (`None`).
     fn work(&self, worker: &str, study: &mut Study) -> Result<Option<String>, OptimizeError> {
         while !self.stopping() {
+            if !self.reserve_ask() {
+                break;
+            }
             let trial = match study.ask(worker).map_err(OptimizeError::Ask)? {
                 Ask::Finished(f) => return Ok(Some(f.to_string())),
                 Ask::Trial(t) => t,

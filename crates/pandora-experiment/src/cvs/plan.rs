@@ -1,5 +1,5 @@
 //! `pandora cvs plan`: the CVS grid as a [`Grid`] of the experiment planner
-//! ([`crate::experiment::cluster`]), which does the estimate, the report and the sbatch script.
+//! ([`crate::cluster`]), which does the estimate, the report and the sbatch script.
 //!
 //! **Groups and work.** A group is a (setting, policy) pair, a setting being an objective × cost
 //! level × variance. A run's work is its shard weight (the parent module's `run_units` over
@@ -30,8 +30,9 @@ use super::{
     Plan, RunRecord, RunSpec, default_out, load, mean_cost, objective, objective_setup,
     optimum_key, problem_of, reference_optimum, run_steps, run_units,
 };
-use crate::experiment::cluster::{Grid, Group, PlanArgs, PlannedRun, plan_grid};
-use crate::experiment::estimate::{Rate, Rates};
+use crate::cluster::{Grid, Group, PlanArgs, PlannedRun, plan_grid};
+use crate::estimate::{Rate, Rates};
+use crate::reporter::Reporter;
 use anyhow::{Context, Result, bail};
 use pandora_core::cvs::{RunConfig, build_policy, run};
 use std::collections::BTreeMap;
@@ -221,7 +222,11 @@ impl Grid for CvsGrid<'_> {
         ))
     }
 
-    fn setups(&self, todo: &[PlannedRun]) -> Result<(Vec<f64>, Option<String>)> {
+    fn setups(
+        &self,
+        todo: &[PlannedRun],
+        reporter: &dyn Reporter,
+    ) -> Result<(Vec<f64>, Option<String>)> {
         let mut seconds = vec![0.0; self.keys.len()];
         let mut timed: BTreeMap<&str, f64> = BTreeMap::new();
         let needed: std::collections::BTreeSet<usize> =
@@ -235,7 +240,7 @@ impl Grid for CvsGrid<'_> {
                     .iter()
                     .find(|r| optimum_key(r) == self.keys[k])
                     .context("internal: a run for every optimum key")?;
-                eprintln!("timing the reference optimum of {objective}");
+                reporter.note(&format!("timing the reference optimum of {objective}"));
                 let start = Instant::now();
                 reference_optimum(self.plan, r)
                     .with_context(|| format!("the reference optimum of {objective}"))?;
@@ -254,9 +259,10 @@ impl Grid for CvsGrid<'_> {
     }
 }
 
-/// Entry point of `pandora cvs plan`.
-pub fn main(args: &PlanArgs) -> Result<()> {
+/// `pandora cvs plan`: the plan of the CVS grid configured in `args.config` (see
+/// [`plan_grid`]); returns the report.
+pub fn plan(args: &PlanArgs, reporter: &dyn Reporter) -> Result<String> {
     let plan = load(&args.config, args.smoke)?;
     let out = default_out(&plan, args.out.as_ref());
-    plan_grid(&CvsGrid::new(&plan), args, &out)
+    plan_grid(&CvsGrid::new(&plan), args, &out, reporter)
 }

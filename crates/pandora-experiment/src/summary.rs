@@ -332,7 +332,7 @@ pub fn problem_csv(s: &ProblemSummary) -> String {
             let _ = writeln!(
                 out,
                 "{},{},{},{},{},{},{},{}",
-                crate::csv::field(&p.policy),
+                pandora_study::csv::field(&p.policy),
                 c,
                 st.n,
                 st.median,
@@ -359,8 +359,8 @@ pub fn final_csv(all: &[ProblemSummary]) -> String {
             let _ = writeln!(
                 out,
                 "{},{},{},{},{},{},{},{},{},{},{}",
-                crate::csv::field(&s.problem),
-                crate::csv::field(&p.policy),
+                pandora_study::csv::field(&s.problem),
+                pandora_study::csv::field(&p.policy),
                 c,
                 st.n,
                 st.median,

@@ -2,7 +2,7 @@
 //!
 //! Every summary file of an experiment is text: CSV tables (`summary/*.csv`), a fixed-width
 //! table printed at the end, and `summary.md`. CSV cells are quoted and neutralized by the one
-//! [`crate::csv::field`] that study exports use too; this module is the one place that decides
+//! [`pandora_study::csv::field`] that study exports use too; this module is the one place that decides
 //! how a number becomes text, in three styles, one per kind of output:
 //!
 //! - [`fmt_number`]: fixed-width text tables, 4 decimals in `[1e-3, 1e4)` and scientific outside;

@@ -329,7 +329,7 @@ pub fn step_seed(seed: u64, k: usize) -> u64 {
 /// Parses a configuration file's text.
 pub fn parse(text: &str) -> Result<ExperimentFile> {
     toml::from_str(text)
-        .map_err(crate::input::plain)
+        .map_err(crate::plain)
         .context("invalid experiment configuration")
 }
 

@@ -6,7 +6,7 @@
 //! work in units, a number of evaluations, a calibration group and, optionally, a set-up they
 //! share (work done once per shard that has a run needing it). `pandora experiment` adapts to it
 //! below ([`ExperimentGrid`]: groups are (problem, policy) pairs, work from [`super::estimate`]),
-//! `pandora cvs` in `cvs_cmd::plan` (groups are (setting, policy) pairs; the shared set-up is the
+//! `pandora cvs` in `crate::cvs::plan` (groups are (setting, policy) pairs; the shared set-up is the
 //! reference optimum of an (objective, variance, seed)).
 //!
 //! **Estimate.** A run's seconds are `a · units + b · evaluations`, with the rates `a` (seconds per
@@ -43,50 +43,73 @@ use super::run::{Instances, run_one};
 use super::shard::assign;
 use super::summary::read_traces;
 use super::trace;
+use crate::reporter::Reporter;
 use anyhow::{Context, Result, bail};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 /// Arguments of `pandora experiment plan` and `pandora cvs plan`.
-#[derive(Debug, clap::Args)]
+#[derive(Debug, Clone)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
 pub struct PlanArgs {
     /// Configuration (TOML).
     pub config: String,
     /// Use the sizes of the configuration's [smoke] section.
-    #[arg(long)]
+    #[cfg_attr(feature = "clap", arg(long))]
     pub smoke: bool,
     /// Output directory of the grid (default as when running it): its outputs calibrate the
     /// estimate, and the sbatch script writes there.
-    #[arg(long)]
+    #[cfg_attr(feature = "clap", arg(long))]
     pub out: Option<PathBuf>,
     /// Steps (BO steps; decisions of a CVS run) of a calibration run, for groups without outputs.
-    #[arg(long, default_value_t = 4)]
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 4))]
     pub calibration_steps: usize,
     /// Write an sbatch script for a Slurm array to this file.
-    #[arg(long, value_name = "FILE")]
-    slurm: Option<PathBuf>,
+    #[cfg_attr(feature = "clap", arg(long, value_name = "FILE"))]
+    pub slurm: Option<PathBuf>,
     /// Array tasks (shards); default ⌈runs / cpus-per-task⌉, at most 1000.
-    #[arg(long)]
-    shards: Option<usize>,
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub shards: Option<usize>,
     /// CPUs per array task (runs in parallel within a task).
-    #[arg(long, default_value_t = 1)]
-    cpus_per_task: usize,
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 1))]
+    pub cpus_per_task: usize,
     /// Memory per task, as sbatch takes it (`4G`, `1500M`).
-    #[arg(long, default_value = "4G")]
-    mem: String,
+    #[cfg_attr(feature = "clap", arg(long, default_value = "4G"))]
+    pub mem: String,
     /// Array tasks running at once (`%M`); default all.
-    #[arg(long)]
-    max_parallel: Option<usize>,
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub max_parallel: Option<usize>,
     /// Factor applied to the largest shard's estimated time for the time limit.
-    #[arg(long, default_value_t = 1.5)]
-    time_margin: f64,
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 1.5))]
+    pub time_margin: f64,
     /// Slurm partition (`#SBATCH --partition`), if any.
-    #[arg(long)]
-    partition: Option<String>,
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub partition: Option<String>,
     /// The pandora executable the script calls (default: this one).
-    #[arg(long)]
-    bin: Option<PathBuf>,
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub bin: Option<PathBuf>,
+}
+
+impl PlanArgs {
+    /// The plan of the grid configured in `config`, with the command line's defaults (4
+    /// calibration steps, 1 CPU and 4G per task, a time margin of 1.5, no script).
+    pub fn new(config: impl Into<String>) -> Self {
+        PlanArgs {
+            config: config.into(),
+            smoke: false,
+            out: None,
+            calibration_steps: 4,
+            slurm: None,
+            shards: None,
+            cpus_per_task: 1,
+            mem: "4G".into(),
+            max_parallel: None,
+            time_margin: 1.5,
+            partition: None,
+            bin: None,
+        }
+    }
 }
 
 /// Where the seconds of a group come from.
@@ -141,8 +164,13 @@ pub trait Grid {
     /// The rate of `group` from a calibration run of `steps` steps.
     fn calibrate(&self, group: Group, steps: usize) -> Result<Rate>;
     /// Estimated seconds of every shared set-up needed by a run of `runs` still to do (indexed
-    /// as [`PlannedRun::setup`]), and a line for the report; none by default.
-    fn setups(&self, _runs: &[PlannedRun]) -> Result<(Vec<f64>, Option<String>)> {
+    /// as [`PlannedRun::setup`]), and a line for the report; none by default. Timing a set-up
+    /// is told to `reporter`.
+    fn setups(
+        &self,
+        _runs: &[PlannedRun],
+        _reporter: &dyn Reporter,
+    ) -> Result<(Vec<f64>, Option<String>)> {
         Ok((Vec::new(), None))
     }
 }
@@ -157,12 +185,14 @@ pub struct RunEstimate {
 }
 
 /// The rates of every group of `runs`: measured on the outputs in `out`, else calibrated.
-/// Calibrations run one at a time (so that they measure one core), with a line on stderr each.
+/// Calibrations run one at a time (so that they measure one core), with a line to `reporter`
+/// each.
 fn rates(
     grid: &impl Grid,
     runs: &[PlannedRun],
     out: &Path,
     steps: usize,
+    reporter: &dyn Reporter,
 ) -> Result<(Rates, BTreeMap<Group, Source>)> {
     let mut rates = grid.measured(out)?;
     let mut sources: BTreeMap<Group, Source> = rates
@@ -176,7 +206,7 @@ fn rates(
             continue;
         }
         let (a, b) = grid.group_label(group);
-        eprintln!("calibrating {a} × {b} ({steps} steps)");
+        reporter.note(&format!("calibrating {a} × {b} ({steps} steps)"));
         match grid.calibrate(group, steps) {
             Ok(rate) => {
                 rates.by_pair.insert(group, rate);
@@ -474,14 +504,20 @@ fn check(args: &PlanArgs) -> Result<()> {
     Ok(())
 }
 
-/// `plan` for any grid: estimates `grid` (output directory `out`), prints the report and the
-/// array, and writes the sbatch script when `--slurm` asks for one.
-pub fn plan_grid(grid: &impl Grid, args: &PlanArgs, out: &Path) -> Result<()> {
+/// `plan` for any grid: estimates `grid` (output directory `out`), writes the sbatch script when
+/// `args.slurm` asks for one, and returns the report (the estimate, the array, the script
+/// written).
+pub fn plan_grid(
+    grid: &impl Grid,
+    args: &PlanArgs,
+    out: &Path,
+    reporter: &dyn Reporter,
+) -> Result<String> {
     check(args)?;
     let runs = grid.runs(out)?;
-    let (rates, sources) = rates(grid, &runs, out, args.calibration_steps.max(1))?;
+    let (rates, sources) = rates(grid, &runs, out, args.calibration_steps.max(1), reporter)?;
     let todo: Vec<PlannedRun> = runs.iter().filter(|r| !r.done).cloned().collect();
-    let (setups, setup_note) = grid.setups(&todo)?;
+    let (setups, setup_note) = grid.setups(&todo, reporter)?;
     let estimates = estimate_runs(runs, &rates);
     let n = estimates.len();
     let shards = args
@@ -489,17 +525,15 @@ pub fn plan_grid(grid: &impl Grid, args: &PlanArgs, out: &Path) -> Result<()> {
         .unwrap_or_else(|| n.div_ceil(args.cpus_per_task).clamp(1, 1000));
     let shape = array_shape(&estimates, &setups, shards, args.cpus_per_task);
     let setup_note = setup_note.map(|t| format!("{t} over the {shards} shard(s)"));
-    print!(
-        "{}",
-        report(
-            grid,
-            &estimates,
-            &sources,
-            (shape.setup_seconds, setup_note.as_deref())
-        )
+    let mut text = report(
+        grid,
+        &estimates,
+        &sources,
+        (shape.setup_seconds, setup_note.as_deref()),
     );
     let time_seconds = shape.wall_seconds * args.time_margin + 600.0;
-    println!(
+    let _ = writeln!(
+        text,
         "array: {shards} task(s) × {} CPU(s); largest shard ≈ {}; time limit {} (×{} + 10 min)",
         args.cpus_per_task,
         human(shape.wall_seconds),
@@ -507,7 +541,7 @@ pub fn plan_grid(grid: &impl Grid, args: &PlanArgs, out: &Path) -> Result<()> {
         args.time_margin
     );
     let Some(script) = &args.slurm else {
-        return Ok(());
+        return Ok(text);
     };
     let bin = match &args.bin {
         Some(b) => b.clone(),
@@ -538,11 +572,12 @@ pub fn plan_grid(grid: &impl Grid, args: &PlanArgs, out: &Path) -> Result<()> {
         ),
     };
     std::fs::write(script, sbatch_script(&spec)).with_context(|| format!("writing {script:?}"))?;
-    println!(
+    let _ = writeln!(
+        text,
         "wrote {script:?}: submit with `sbatch {}`",
         script.display()
     );
-    Ok(())
+    Ok(text)
 }
 
 /// `pandora experiment`'s grid: groups are (problem, policy) pairs, work is
@@ -653,8 +688,9 @@ impl Grid for ExperimentGrid<'_> {
     }
 }
 
-/// Entry point of `pandora experiment plan`.
-pub fn main(args: &PlanArgs) -> Result<()> {
+/// `pandora experiment plan`: the plan of the experiment configured in `args.config` (see
+/// [`plan_grid`]).
+pub fn plan_experiment(args: &PlanArgs, reporter: &dyn Reporter) -> Result<String> {
     let file = super::config::load(&args.config)?;
     let plan = file
         .resolve(args.smoke)
@@ -663,7 +699,7 @@ pub fn main(args: &PlanArgs) -> Result<()> {
         .out
         .clone()
         .unwrap_or_else(|| default_out(&plan.name, plan.smoke));
-    plan_grid(&ExperimentGrid { plan: &plan }, args, &out)
+    plan_grid(&ExperimentGrid { plan: &plan }, args, &out, reporter)
 }
 
 #[cfg(test)]
