@@ -47,7 +47,7 @@ use super::pbgi::Pbgi;
 use super::random::RandomSearch;
 use super::ts::ThompsonSampling;
 use crate::error::{Error, Result};
-use crate::optim::domain::maximize_in;
+use crate::optim::domain::{maximize_in, runners_up};
 
 /// Writes the registry from its rows `(doc) Variant = "name" => acquirer,`: the enum
 /// [`AcquisitionName`], `ALL`, `as_str` and `acquirer`.
@@ -318,7 +318,11 @@ impl Acquirer for Pointwise {
             None => OnModel::new(model, acq),
         };
         let r = maximize_in(&obj, s.d, s.domain, s.ms, s.seed)?;
-        Ok(Acquired::point(r.x, r.value))
+        let runners_up = runners_up(&r, s.d);
+        Ok(Acquired {
+            runners_up,
+            ..Acquired::point(r.x, r.value)
+        })
     }
 }
 
