@@ -539,7 +539,9 @@ impl Study {
     /// The decision [`Study::ask`] would make on `trials` and the study state `state`, without
     /// reading or writing the storage: for callers that keep the trials elsewhere (the Optuna
     /// sampler of the Python package reads them from an Optuna storage, under its own lock).
-    /// Running trials are the pending points; the new state is in the returned [`Decided`].
+    /// Running trials are the pending points; the new state is in the returned [`Decided`]. In a
+    /// `decide = "snapshot"` study with running trials, `ask` also folds the worker's name into
+    /// the seed ([`crate::claim::worker_salt`]); `decide_on` does not (it knows no worker).
     pub fn decide_on(&self, trials: &[Trial], state: &serde_json::Value) -> Result<Decided> {
         let step = self.step_config()?;
         decide_timed(&self.config, &self.space, &step, trials, state, None).map(|d| d.decided)

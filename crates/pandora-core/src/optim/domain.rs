@@ -241,7 +241,8 @@ mod tests {
         };
         let r = maximize_in(&Wavy, 1, domain, &ms, 3).unwrap();
         let ups = runners_up(&r, 1);
-        assert!((r.x[0] - 2.0 / 3.0).abs() < 1e-6, "{:?}", r.x);
+        // The tilt moves the local maximum by 0.1 / (6π)² ≈ 3e-4.
+        assert!((r.x[0] - 2.0 / 3.0).abs() < 1e-3, "{:?}", r.x);
         assert!(ups.iter().all(|c| !near_pending(&c.x, &pending)), "{ups:?}");
     }
 }
