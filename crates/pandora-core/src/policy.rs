@@ -225,15 +225,15 @@ pub struct Proposal {
     pub predicted_cost: Option<f64>,
     /// B-MS-EI: what the next step of the same run needs (pass it as [`StepContext::bmsei`]).
     pub bmsei: Option<BmseiCarry>,
-    /// Other local optima of the acquisition maximization, best first (at most
-    /// [`crate::optim::domain::RUNNERS_UP`]; empty outside the model phase and for acquisitions
-    /// that keep none, see [`crate::optim::runners_up`]): where a worker that decided on a
-    /// snapshot may go instead when `x` was handed out meanwhile. Extra data: they never change
-    /// `x`.
+    /// Other points the acquisition maximization scored (its other local optima and best raw
+    /// samples, pairwise apart), best first (at most [`crate::optim::domain::RUNNERS_UP`]; empty
+    /// outside the model phase and for acquisitions that keep none, see
+    /// [`crate::optim::runners_up`]): where a worker that decided on a snapshot may go instead
+    /// when `x` was handed out meanwhile. Extra data: they never change `x`.
     pub runners_up: Vec<RunnerUp>,
 }
 
-/// A local optimum of a model step's maximization other than its proposal
+/// A point a model step's maximization scored, other than its proposal
 /// ([`Proposal::runners_up`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunnerUp {

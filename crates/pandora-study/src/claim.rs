@@ -21,9 +21,9 @@
 //!      [`PENDING_EXCLUSION_RADIUS`] from every trial running now and every trial handed out
 //!      since the snapshot, in the proposal space ([`near_taken`]);
 //!    * else, if only the point is refused (taken meanwhile), take the best of the decision's
-//!      *runner-ups* that is valid ([`ClaimPath::RunnerUp`]): the other local optima of the same
-//!      maximization, best first, pairwise at least the exclusion radius apart
-//!      ([`pandora_core::optim::runners_up`], at most 7, kept by the pointwise acquisitions),
+//!      *runner-ups* that is valid ([`ClaimPath::RunnerUp`]): the other local optima and best
+//!      raw samples of the same maximization, best first, pairwise at least the exclusion radius
+//!      apart ([`pandora_core::optim::runners_up`], at most 7, kept by the pointwise acquisitions),
 //!      each checked as the point is (exclusion and budget gates with its own predicted cost);
 //!    * else, if the decision needed no model (initial design, random search, a finish), decide
 //!      again under the lock (it costs no fit);
@@ -45,7 +45,7 @@
 //!   with the trials handed out meanwhile pending and not excluded by it checked against it, and
 //!   the trials told meanwhile seen as still running (as if their tells came just after this
 //!   ask). The stopping rule's check is the one made on the snapshot.
-//!   A runner-up is the best local optimum of the snapshot's maximization outside the balls of
+//!   A runner-up is the best point kept from the snapshot's maximization outside the balls of
 //!   the points handed out meanwhile: those points are excluded, not fantasized (its
 //!   acquisition value is the snapshot's, not re-scored on a model that conditions on them).
 //! * With one worker the snapshot is the state at the claim, so the decision and the stored

@@ -148,7 +148,7 @@ pub struct Acquired {
     pub value: f64,
     /// What the next step of the same run needs (B-MS-EI, MSEI).
     pub carry: Option<BmseiCarry>,
-    /// Other local optima of the maximization, best first ([`crate::optim::runners_up`]; empty
+    /// Other points the maximization scored, best first ([`crate::optim::runners_up`]; empty
     /// where the acquirer keeps none): alternatives for a caller whose point is taken meanwhile.
     pub runners_up: Vec<Candidate>,
 }
