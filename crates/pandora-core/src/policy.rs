@@ -225,6 +225,24 @@ pub struct Proposal {
     pub predicted_cost: Option<f64>,
     /// B-MS-EI: what the next step of the same run needs (pass it as [`StepContext::bmsei`]).
     pub bmsei: Option<BmseiCarry>,
+    /// Other points the acquisition maximization scored (its other local optima and best raw
+    /// samples, pairwise apart), best first (at most [`crate::optim::domain::RUNNERS_UP`]; empty
+    /// outside the model phase and for acquisitions that keep none, see
+    /// [`crate::optim::runners_up`]): where a worker that decided on a snapshot may go instead
+    /// when `x` was handed out meanwhile. Extra data: they never change `x`.
+    pub runners_up: Vec<RunnerUp>,
+}
+
+/// A point a model step's maximization scored, other than its proposal
+/// ([`Proposal::runners_up`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunnerUp {
+    /// The point, in `[0,1]^d`.
+    pub x: Vec<f64>,
+    /// The acquisition value at `x`, on the step's model (pending points fantasized).
+    pub acquisition_value: f64,
+    /// The expected cost `E[c(x)]`, as [`Proposal::predicted_cost`].
+    pub predicted_cost: Option<f64>,
 }
 
 impl Proposal {
@@ -240,6 +258,7 @@ impl Proposal {
             lambda: None,
             predicted_cost: None,
             bmsei: None,
+            runners_up: Vec::new(),
         }
     }
 }
@@ -438,14 +457,28 @@ fn model_step(
         CostSetting::Unknown => unknown.as_ref().map(|u| u as &dyn CostModel),
     };
     let a = acquirer.acquire(&step.inputs(Some(&model), cost_model.as_ref(), cost_ref))?;
-    let predicted_cost = match cost_ref {
-        _ if !uses_cost => None,
-        Some(c) => {
-            let lc = c.log_cost(&a.x, d, false)?;
-            Some((lc.mean[0] + 0.5 * lc.var[0]).exp())
-        }
-        None => Some(1.0),
+    let predicted = |x: &[f64]| -> Result<Option<f64>> {
+        Ok(match cost_ref {
+            _ if !uses_cost => None,
+            Some(c) => {
+                let lc = c.log_cost(x, d, false)?;
+                Some((lc.mean[0] + 0.5 * lc.var[0]).exp())
+            }
+            None => Some(1.0),
+        })
     };
+    let predicted_cost = predicted(&a.x)?;
+    // A runner-up whose cost cannot be predicted is dropped (it is only an alternative).
+    let runners_up = (a.runners_up.into_iter())
+        .filter_map(|c| {
+            let predicted_cost = predicted(&c.x).ok()?;
+            Some(RunnerUp {
+                x: c.x,
+                acquisition_value: c.value,
+                predicted_cost,
+            })
+        })
+        .collect();
     let proposal = Proposal {
         x: a.x,
         phase: Phase::Model,
@@ -455,6 +488,7 @@ fn model_step(
         lambda: step.lambda().filter(|_| config.acquisition.uses_lambda()),
         predicted_cost,
         bmsei: a.carry,
+        runners_up,
     };
     let models = StepModels {
         model: fitted,

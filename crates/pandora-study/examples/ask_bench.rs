@@ -119,7 +119,7 @@ fn report(a: &Args, all: &[AskTiming], wall: f64) {
     println!(
         "mode={} workers={} d={} n={} sleep={}s asks={} ask_median={:.3}s ask_p95={:.3}s \
          wait={:.1}% compute={:.1}% held={:.1}% of ask time; trials/min={:.1} wall={:.1}s \
-         paths: unchanged={} revalidated={} retried={} locked={}",
+         paths: unchanged={} revalidated={} runner_up={} retried={} locked={}",
         if a.locked { "locked" } else { "snapshot" },
         a.workers,
         a.dim,
@@ -135,6 +135,7 @@ fn report(a: &Args, all: &[AskTiming], wall: f64) {
         wall,
         count(ClaimPath::Unchanged),
         count(ClaimPath::Revalidated),
+        count(ClaimPath::RunnerUp),
         count(ClaimPath::Retried),
         count(ClaimPath::Locked),
     );

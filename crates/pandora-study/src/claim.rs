@@ -20,6 +20,11 @@
 //!      pending trials' known costs, the proposal's own cost); and the point is at least
 //!      [`PENDING_EXCLUSION_RADIUS`] from every trial running now and every trial handed out
 //!      since the snapshot, in the proposal space ([`near_taken`]);
+//!    * else, if only the point is refused (taken meanwhile), take the best of the decision's
+//!      *runner-ups* that is valid ([`ClaimPath::RunnerUp`]): the other local optima and best
+//!      raw samples of the same maximization, best first, pairwise at least the exclusion radius
+//!      apart ([`pandora_core::optim::runners_up`], at most 7, kept by the pointwise acquisitions),
+//!      each checked as the point is (exclusion and budget gates with its own predicted cost);
 //!    * else, if the decision needed no model (initial design, random search, a finish), decide
 //!      again under the lock (it costs no fit);
 //!    * else release the lock and start over from 1 ([`ClaimPath::Retried`]), at most
@@ -40,9 +45,27 @@
 //!   with the trials handed out meanwhile pending and not excluded by it checked against it, and
 //!   the trials told meanwhile seen as still running (as if their tells came just after this
 //!   ask). The stopping rule's check is the one made on the snapshot.
+//!   A runner-up is the best point kept from the snapshot's maximization outside the balls of
+//!   the points handed out meanwhile: those points are excluded, not fantasized (its
+//!   acquisition value is the snapshot's, not re-scored on a model that conditions on them).
 //! * With one worker the snapshot is the state at the claim, so the decision and the stored
 //!   state are those of the lock-held protocol, bit for bit: a resumed study continues the same
 //!   way.
+//!
+//! # Seeds and replay
+//!
+//! Workers that read one snapshot see the same trials, so the same seed (a function of the
+//! study's seed and the number of trials) would give them the same maximization. When trials are
+//! pending (never the case for a lone worker that tells before it asks again), a snapshot study
+//! folds the asking worker's name into the seed ([`worker_salt`]); the name is stored with the
+//! trial it gets. The number of pending trials cannot serve: every reader of one snapshot sees
+//! the same number. (Workers that read a snapshot with *nothing* pending still decide alike;
+//! the runner-ups settle that case.) What is replayable: an ask's decision is a function of the
+//! trials and study state it reads, the configuration and, with trials pending, the worker's
+//! name, so a study resumed by any process after its workers stopped (nothing pending) continues
+//! exactly as an uninterrupted one with the same stored trials would. Which snapshot a past
+//! concurrent decision read is not stored, so those decisions are not re-derived from the
+//! records.
 //!
 //! # What is shared
 //!
@@ -80,6 +103,8 @@ pub enum ClaimPath {
     Unchanged,
     /// Trials were handed out or told meanwhile, and the decision was still valid.
     Revalidated,
+    /// The decision's point was taken meanwhile; the best runner-up still valid was taken.
+    RunnerUp,
     /// A snapshot decision was no longer valid; a later attempt's was taken.
     Retried,
     /// Decided under the lock: a study kind that always does, a decision that needed no model,
@@ -117,6 +142,23 @@ impl AskTiming {
             None => self.wait_s += asked.elapsed().as_secs_f64(),
         }
     }
+}
+
+/// What a snapshot study folds into a decision's seed for `worker` when `pending` trials are
+/// running (see the module docs): 0 when none is, so a lone worker decides as under the lock;
+/// else a 64-bit FNV-1a hash of the name, mixed (SplitMix64's finalizer) so that names differing
+/// in one character give unrelated seeds. Stable across platforms and Rust versions.
+pub fn worker_salt(worker: &str, pending: usize) -> u64 {
+    if pending == 0 {
+        return 0;
+    }
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in worker.bytes() {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h = (h ^ (h >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    h = (h ^ (h >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    h ^ (h >> 31)
 }
 
 /// Whether the trials and state read at the claim are, for a decision, the snapshot's: the same

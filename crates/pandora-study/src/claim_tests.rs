@@ -66,11 +66,19 @@ fn two_handles(max_trials: u64) -> (tempfile::TempDir, Study, Study) {
     (dir, a, b)
 }
 
-fn trial_of(d: &Decided) -> &NewTrial {
-    match d {
+fn trial_of(d: &Decision) -> &NewTrial {
+    match &d.decided {
         Decided::Trial(t, _) => t,
         other => panic!("not a trial: {other:?}"),
     }
+}
+
+fn distance(a: &[f64], b: &[f64]) -> f64 {
+    a.iter()
+        .zip(b)
+        .map(|(p, q)| (p - q).powi(2))
+        .sum::<f64>()
+        .sqrt()
 }
 
 #[test]
@@ -107,17 +115,49 @@ fn by_default_a_study_decides_under_the_lock() {
 }
 
 #[test]
-fn a_claim_next_to_a_point_handed_out_meanwhile_is_refused() {
+fn a_claim_next_to_a_point_handed_out_meanwhile_takes_a_runner_up() {
     let (_dir, mut a, mut b) = two_handles(20);
-    let (snap_a, dec_a) = a.snapshot_decision().unwrap();
-    let (snap_b, dec_b) = b.snapshot_decision().unwrap();
-    // Same snapshot, same decision: the race the claim must settle.
+    let (snap_a, dec_a) = a.snapshot_decision("a").unwrap();
+    let (snap_b, dec_b) = b.snapshot_decision("b").unwrap();
+    // Same snapshot, nothing pending: the same decision, the race the claim must settle.
     assert_eq!(trial_of(&dec_a).x, trial_of(&dec_b).x);
+    assert!(!dec_a.runners_up.is_empty(), "log EI keeps its runner-ups");
+    for (i, r) in dec_a.runners_up.iter().enumerate() {
+        assert!(distance(&r.x, &trial_of(&dec_a).x) >= PENDING_EXCLUSION_RADIUS);
+        assert_eq!(r.decision.phase, Phase::Model);
+        let v = r.decision.acquisition_value.unwrap();
+        assert!(v <= trial_of(&dec_a).decision.acquisition_value.unwrap());
+        if i > 0 {
+            assert!(v <= dec_a.runners_up[i - 1].decision.acquisition_value.unwrap());
+        }
+    }
     let mut timing = AskTiming::default();
     let Some(Ask::Trial(tb)) = b.claim("b", &snap_b, &dec_b, &mut timing).unwrap() else {
         panic!("b's claim must succeed")
     };
     assert_eq!(timing.path, ClaimPath::Unchanged);
+    let Some(Ask::Trial(ta)) = a.claim("a", &snap_a, &dec_a, &mut timing).unwrap() else {
+        panic!("a's claim takes a runner-up")
+    };
+    assert_eq!(timing.path, ClaimPath::RunnerUp);
+    let first_free = (dec_a.runners_up.iter())
+        .find(|r| distance(&r.x, &tb.x) >= PENDING_EXCLUSION_RADIUS)
+        .unwrap();
+    assert_eq!(ta.x, first_free.x);
+    assert_eq!(ta.decision, first_free.decision);
+    assert!(distance(&ta.x, &tb.x) >= PENDING_EXCLUSION_RADIUS);
+    assert_eq!((ta.number, tb.number), (5, 4));
+}
+
+#[test]
+fn a_claim_next_to_a_point_handed_out_meanwhile_without_runner_ups_is_refused() {
+    let (_dir, mut a, mut b) = two_handles(20);
+    let (snap_a, mut dec_a) = a.snapshot_decision("a").unwrap();
+    dec_a.runners_up.clear();
+    let Ask::Trial(tb) = b.ask("b").unwrap() else {
+        panic!("finished")
+    };
+    let mut timing = AskTiming::default();
     assert!(
         a.claim("a", &snap_a, &dec_a, &mut timing)
             .unwrap()
@@ -132,14 +172,83 @@ fn a_claim_next_to_a_point_handed_out_meanwhile_is_refused() {
     let Ask::Trial(ta) = a.ask("a").unwrap() else {
         panic!("finished")
     };
-    let dist =
-        ta.x.iter()
-            .zip(&tb.x)
-            .map(|(p, q)| (p - q).powi(2))
-            .sum::<f64>()
-            .sqrt();
-    assert!(dist >= PENDING_EXCLUSION_RADIUS, "{:?} vs {:?}", ta.x, tb.x);
+    assert!(distance(&ta.x, &tb.x) >= PENDING_EXCLUSION_RADIUS);
     assert_eq!((ta.number, tb.number), (5, 4));
+}
+
+#[test]
+fn runner_ups_taken_meanwhile_are_skipped() {
+    let (_dir, mut a, mut b) = two_handles(20);
+    let (snap_a, dec_a) = a.snapshot_decision("a").unwrap();
+    assert!(dec_a.runners_up.len() >= 2, "{}", dec_a.runners_up.len());
+    // b takes the decision's point, then (as a third worker would) its first runner-up.
+    let Ask::Trial(t0) = b.ask("b").unwrap() else {
+        panic!("finished")
+    };
+    assert_eq!(t0.x, trial_of(&dec_a).x);
+    let (snap_b, mut dec_b) = b.snapshot_decision("b").unwrap();
+    dec_b.decided = Decided::Trial(dec_a.runners_up[0].clone(), snap_b.state.clone());
+    dec_b.runners_up.clear();
+    let mut timing = AskTiming::default();
+    let Some(Ask::Trial(t1)) = b.claim("b", &snap_b, &dec_b, &mut timing).unwrap() else {
+        panic!("b's claim must succeed")
+    };
+    assert_eq!(t1.x, dec_a.runners_up[0].x);
+    let Some(Ask::Trial(ta)) = a.claim("a", &snap_a, &dec_a, &mut timing).unwrap() else {
+        panic!("a's claim takes a later runner-up")
+    };
+    assert_eq!(timing.path, ClaimPath::RunnerUp);
+    for taken in [&t0, &t1] {
+        assert!(distance(&ta.x, &taken.x) >= PENDING_EXCLUSION_RADIUS);
+    }
+    assert!(dec_a.runners_up[1..].iter().any(|r| r.x == ta.x));
+}
+
+#[test]
+fn the_worker_salt_is_zero_without_pending_trials_and_differs_between_workers() {
+    assert_eq!(crate::claim::worker_salt("w1", 0), 0);
+    let salts: Vec<u64> = (0..16)
+        .map(|i| crate::claim::worker_salt(&format!("w{i}"), 3))
+        .collect();
+    assert!(salts.iter().all(|&s| s != 0));
+    let distinct: std::collections::HashSet<u64> = salts.iter().copied().collect();
+    assert_eq!(distinct.len(), 16);
+    // Fixed values: the salt is part of a stored decision's seed.
+    assert_eq!(
+        crate::claim::worker_salt("w1", 3),
+        crate::claim::worker_salt("w1", 1)
+    );
+}
+
+/// A lone worker's snapshot study decides exactly as under the lock: same points, same records
+/// (but the time taken), same stored state.
+#[test]
+fn a_lone_snapshot_worker_decides_as_under_the_lock() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |mode: crate::config::DecideMode, file: &str| {
+        let path = dir.path().join(file);
+        let path = path.to_str().unwrap();
+        let mut cfg = config(path, 10);
+        cfg.study.decide = mode;
+        let mut study = Study::open(cfg, Box::new(SqliteStorage::open(path).unwrap())).unwrap();
+        while let Ask::Trial(t) = study.ask("w").unwrap() {
+            tell(&mut study, &t);
+        }
+        let mut trials = study.trials().unwrap();
+        for t in &mut trials {
+            t.decision.seconds = None;
+        }
+        let trials: Vec<_> = trials
+            .iter()
+            .map(|t| (t.x.clone(), t.decision.clone()))
+            .collect();
+        let state = study.storage.snapshot("claim").unwrap().state;
+        (trials, state)
+    };
+    let locked = run(crate::config::DecideMode::Locked, "l.db");
+    let snapshot = run(crate::config::DecideMode::Snapshot, "s.db");
+    assert_eq!(locked.0.len(), 10);
+    assert_eq!(locked, snapshot);
 }
 
 #[test]
@@ -148,7 +257,7 @@ fn a_claim_after_a_tell_meanwhile_is_revalidated() {
     let Ask::Trial(t) = b.ask("b").unwrap() else {
         panic!("finished")
     };
-    let (snap_a, dec_a) = a.snapshot_decision().unwrap();
+    let (snap_a, dec_a) = a.snapshot_decision("a").unwrap();
     tell(&mut b, &t);
     let mut timing = AskTiming::default();
     let claimed = a.claim("a", &snap_a, &dec_a, &mut timing).unwrap();
@@ -163,7 +272,7 @@ fn a_claim_after_a_tell_meanwhile_is_revalidated() {
 fn the_last_trial_cannot_be_claimed_twice() {
     // Four initial trials, then one left.
     let (_dir, mut a, mut b) = two_handles(5);
-    let (snap_a, dec_a) = a.snapshot_decision().unwrap();
+    let (snap_a, dec_a) = a.snapshot_decision("a").unwrap();
     let Ask::Trial(_) = b.ask("b").unwrap() else {
         panic!("b takes the last trial")
     };
@@ -190,7 +299,7 @@ fn a_fresh_handle_warm_starts_from_the_latest_fit() {
         .expect("a model step records its fit");
     let path = dir.path().join("s.db");
     let mut fresh = handle(path.to_str().unwrap(), 20);
-    let (snap, _) = fresh.snapshot_decision().unwrap();
+    let (snap, _) = fresh.snapshot_decision("fresh").unwrap();
     let state = StudyState::from_json(&snap.state).unwrap();
     assert_eq!(state.params, Some(fitted));
 }
@@ -198,7 +307,7 @@ fn a_fresh_handle_warm_starts_from_the_latest_fit() {
 #[test]
 fn a_point_evaluated_meanwhile_is_not_taken_again() {
     let (_dir, mut a, mut b) = two_handles(20);
-    let (snap_a, dec_a) = a.snapshot_decision().unwrap();
+    let (snap_a, dec_a) = a.snapshot_decision("a").unwrap();
     // b decides on the same trials, so on the same point, and evaluates it before a claims.
     let Ask::Trial(tb) = b.ask("b").unwrap() else {
         panic!("finished")
@@ -206,9 +315,12 @@ fn a_point_evaluated_meanwhile_is_not_taken_again() {
     assert_eq!(tb.x, trial_of(&dec_a).x);
     tell(&mut b, &tb);
     let mut timing = AskTiming::default();
-    assert!(
-        a.claim("a", &snap_a, &dec_a, &mut timing)
-            .unwrap()
-            .is_none()
-    );
+    match a.claim("a", &snap_a, &dec_a, &mut timing).unwrap() {
+        None => {}
+        Some(Ask::Trial(ta)) => {
+            assert_eq!(timing.path, ClaimPath::RunnerUp);
+            assert!(distance(&ta.x, &tb.x) >= PENDING_EXCLUSION_RADIUS);
+        }
+        Some(other) => panic!("{other:?}"),
+    }
 }

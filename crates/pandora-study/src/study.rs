@@ -407,7 +407,7 @@ impl Study {
     pub fn ask_locked(&mut self, worker: &str) -> Result<Ask> {
         let start = Instant::now();
         let mut timing = AskTiming::default();
-        let ask = self.decide_locked(worker, &mut timing);
+        let ask = self.decide_locked(worker, None, &mut timing);
         timing.total_s = start.elapsed().as_secs_f64();
         self.last_ask = timing;
         ask
@@ -428,20 +428,32 @@ impl Study {
                 }
             }
         }
-        self.decide_locked(worker, timing)
+        let seed_worker = self.seed_worker(worker);
+        self.decide_locked(worker, seed_worker.as_deref(), timing)
     }
 
-    /// The whole decision under the lock.
-    fn decide_locked(&mut self, worker: &str, timing: &mut AskTiming) -> Result<Ask> {
+    /// The worker whose name a snapshot study folds into its decisions' seed
+    /// ([`crate::claim::worker_salt`]); `None` for a study that decides under the lock.
+    fn seed_worker(&self, worker: &str) -> Option<String> {
+        (self.config.study.decide == DecideMode::Snapshot).then(|| worker.to_string())
+    }
+
+    /// The whole decision under the lock (`seed_worker`: see [`Study::seed_worker`]).
+    fn decide_locked(
+        &mut self,
+        worker: &str,
+        seed_worker: Option<&str>,
+        timing: &mut AskTiming,
+    ) -> Result<Ask> {
         let name = self.config.study.name.clone();
         let step = self.step_config()?;
         let (config, space) = (&self.config, &self.space);
         let (asked, mut locked, mut compute) = (Instant::now(), None, 0.0);
         let mut decide = |trials: &[Trial], state: &serde_json::Value| {
             locked = Some(Instant::now());
-            let d = decide_timed(config, space, &step, trials, state);
+            let d = decide_timed(config, space, &step, trials, state, seed_worker);
             compute = seconds_since(locked);
-            d
+            d.map(|d| d.decided)
         };
         let ask = self.storage.ask_with(&name, worker, &mut decide);
         timing.add_lock(asked, locked);
@@ -454,9 +466,9 @@ impl Study {
     /// longer valid at the claim and nothing was written.
     fn try_claim(&mut self, worker: &str, timing: &mut AskTiming) -> Result<Option<Ask>> {
         let started = Some(Instant::now());
-        let (snap, decided) = self.snapshot_decision()?;
+        let (snap, decision) = self.snapshot_decision(worker)?;
         timing.compute_s += seconds_since(started);
-        let ask = self.claim(worker, &snap, &decided, timing)?;
+        let ask = self.claim(worker, &snap, &decision, timing)?;
         Ok(ask.inspect(|_| {
             if timing.attempts > 1 && timing.path != ClaimPath::Locked {
                 timing.path = ClaimPath::Retried;
@@ -464,39 +476,51 @@ impl Study {
         }))
     }
 
-    /// Reads a snapshot without the lock and decides on it.
-    fn snapshot_decision(&mut self) -> Result<(Snapshot, Decided)> {
+    /// Reads a snapshot without the lock and decides on it for `worker`.
+    fn snapshot_decision(&mut self, worker: &str) -> Result<(Snapshot, Decision)> {
         let step = self.step_config()?;
         let snap = self.storage.snapshot(&self.config.study.name)?;
-        let decided = decide_timed(&self.config, &self.space, &step, &snap.trials, &snap.state)?;
-        Ok((snap, decided))
+        let seed_worker = self.seed_worker(worker);
+        let (trials, state) = (&snap.trials, &snap.state);
+        let decision = decide_timed(
+            &self.config,
+            &self.space,
+            &step,
+            trials,
+            state,
+            seed_worker.as_deref(),
+        )?;
+        Ok((snap, decision))
     }
 
-    /// Claims `decided`, made on `snap`, under the lock: takes it if still valid, decides again
-    /// under the lock if that needs no model, or writes nothing and returns `None`.
+    /// Claims `decision`, made on `snap`, under the lock: takes it (or one of its runner-ups) if
+    /// still valid, decides again under the lock if that needs no model, or writes nothing and
+    /// returns `None`.
     fn claim(
         &mut self,
         worker: &str,
         snap: &Snapshot,
-        decided: &Decided,
+        decision: &Decision,
         timing: &mut AskTiming,
     ) -> Result<Option<Ask>> {
+        let seed_worker = self.seed_worker(worker);
         let name = self.config.study.name.clone();
         let step = self.step_config()?;
         let (config, space) = (&self.config, &self.space);
         let (asked, mut locked, mut compute, mut path) = (Instant::now(), None, 0.0, None);
         let mut claim = |trials: &[Trial], state: &serde_json::Value| {
             locked = Some(Instant::now());
-            match claim_decision(config, space, &step, snap, decided, trials, state)? {
+            match claim_decision(config, space, &step, snap, decision, trials, state)? {
                 Claim::Take(d, p) => {
                     path = Some(p);
                     Ok(d)
                 }
                 Claim::DecideNow => {
                     path = Some(ClaimPath::Locked);
-                    let d = decide_timed(config, space, &step, trials, state);
+                    let d =
+                        decide_timed(config, space, &step, trials, state, seed_worker.as_deref());
                     compute = seconds_since(locked);
-                    d
+                    d.map(|d| d.decided)
                 }
                 // Writes nothing (and the answer is dropped below): the lock is released.
                 Claim::Retry => Ok(Decided::Finished(Finished::MaxTrials(0), None)),
@@ -515,10 +539,12 @@ impl Study {
     /// The decision [`Study::ask`] would make on `trials` and the study state `state`, without
     /// reading or writing the storage: for callers that keep the trials elsewhere (the Optuna
     /// sampler of the Python package reads them from an Optuna storage, under its own lock).
-    /// Running trials are the pending points; the new state is in the returned [`Decided`].
+    /// Running trials are the pending points; the new state is in the returned [`Decided`]. In a
+    /// `decide = "snapshot"` study with running trials, `ask` also folds the worker's name into
+    /// the seed ([`crate::claim::worker_salt`]); `decide_on` does not (it knows no worker).
     pub fn decide_on(&self, trials: &[Trial], state: &serde_json::Value) -> Result<Decided> {
         let step = self.step_config()?;
-        decide_timed(&self.config, &self.space, &step, trials, state)
+        decide_timed(&self.config, &self.space, &step, trials, state, None).map(|d| d.decided)
     }
 
     /// Records the outcome of trial `number` (durably). A late outcome (the trial had been
@@ -844,19 +870,45 @@ fn decide_timed(
     step: &StepConfig,
     trials: &[Trial],
     state: &serde_json::Value,
-) -> Result<Decided> {
+    seed_worker: Option<&str>,
+) -> Result<Decision> {
     let start = std::time::Instant::now();
     let state = StudyState::from_json(state)?;
-    let mut decided = match (&config.cvs, &config.fidelity) {
-        (Some(section), _) => crate::cvs::decide(config, section, space, trials, state),
-        (None, Some(section)) => crate::fidelity::decide(config, section, space, trials, state),
-        (None, None) => decide(config, space, step, trials, state),
+    let mut decision = match (&config.cvs, &config.fidelity) {
+        (Some(section), _) => {
+            crate::cvs::decide(config, section, space, trials, state).map(Decision::from)
+        }
+        (None, Some(section)) => {
+            crate::fidelity::decide(config, section, space, trials, state).map(Decision::from)
+        }
+        (None, None) => decide(config, space, step, trials, state, seed_worker),
     }?;
     // The optimizer's own time, next to the objective's (docs/studies.md "Time").
-    if let Decided::Trial(new, _) = &mut decided {
-        new.decision.seconds = Some(start.elapsed().as_secs_f64());
+    let seconds = Some(start.elapsed().as_secs_f64());
+    if let Decided::Trial(new, _) = &mut decision.decided {
+        new.decision.seconds = seconds;
     }
-    Ok(decided)
+    for alt in &mut decision.runners_up {
+        alt.decision.seconds = seconds;
+    }
+    Ok(decision)
+}
+
+/// A decision and, for a model step, the trials its runner-up local optima would be
+/// ([`pandora_core::policy::Proposal::runners_up`], best first): what a claim may hand out
+/// instead when the decision's point was taken meanwhile ([`crate::claim`]).
+struct Decision {
+    decided: Decided,
+    runners_up: Vec<NewTrial>,
+}
+
+impl From<Decided> for Decision {
+    fn from(decided: Decided) -> Self {
+        Decision {
+            decided,
+            runners_up: Vec::new(),
+        }
+    }
 }
 
 /// The driver's policy of a (non-`[cvs]`) study. `linear` is its known cost model and `known`
@@ -948,9 +1000,10 @@ fn decide(
     step: &StepConfig,
     trials: &[Trial],
     mut state: StudyState,
-) -> Result<Decided> {
+    seed_worker: Option<&str>,
+) -> Result<Decision> {
     if let Some(stopped) = stored_stop(config, &state) {
-        return Ok(Decided::Finished(stopped, None));
+        return Ok(Decided::Finished(stopped, None).into());
     }
     let linear = LinearMeanCost {
         offset: config.cost.offset,
@@ -959,7 +1012,8 @@ fn decide(
     let known = |x: &[f64]| known_cost(config, x).unwrap_or(1.0);
     let policy = policy(config, space.dim(), step, &linear, &known);
     let mut run = resume(&policy, config, trials, &state)?;
-    let seed = step_seed(config, trials.len());
+    let salt = seed_worker.map_or(0, |w| claim::worker_salt(w, run.pending()));
+    let seed = step_seed(config, trials.len()) ^ salt;
     let out = run.step(seed, &|x| space.snap(x))?;
     // The automatic λ, if chosen now, is kept by a stop or a trial (not by a budget finish).
     let auto = run.auto_lambda().cloned();
@@ -980,10 +1034,11 @@ fn decide(
             if auto.is_some() {
                 state.stopping = auto;
             }
-            return Ok(Decided::Finished(f, Some(state.to_json())));
+            return Ok(Decided::Finished(f, Some(state.to_json())).into());
         }
-        Verdict::Finished(f) => return Ok(finish(f, state)),
+        Verdict::Finished(f) => return Ok(finish(f, state).into()),
     };
+    let runners_up = runner_up_trials(config, space, &prop, run.pending(), &out.check);
     let decision = record_of(config, &prop, run.pending(), out.check);
     if let Some(p) = &prop.params {
         state.params = Some(HyperRecord::from(p));
@@ -1003,7 +1058,38 @@ fn decide(
         decision,
         step_to: None,
     };
-    Ok(Decided::Trial(trial, state.to_json()))
+    Ok(Decision {
+        decided: Decided::Trial(trial, state.to_json()),
+        runners_up,
+    })
+}
+
+/// The trials of `prop`'s runner-ups, recorded as `prop` is (same phase, fit, λ and stopping
+/// check; their own point, acquisition value and predicted cost).
+fn runner_up_trials(
+    config: &StudyConfig,
+    space: &SearchSpace,
+    prop: &Proposal,
+    pending: usize,
+    check: &Option<StoppingCheck>,
+) -> Vec<NewTrial> {
+    (prop.runners_up.iter())
+        .map(|r| {
+            let alt = Proposal {
+                x: r.x.clone(),
+                acquisition_value: r.acquisition_value,
+                predicted_cost: r.predicted_cost,
+                runners_up: Vec::new(),
+                ..prop.clone()
+            };
+            NewTrial {
+                params: space.decode(&alt.x),
+                decision: record_of(config, &alt, pending, check.clone()),
+                x: alt.x,
+                step_to: None,
+            }
+        })
+        .collect()
 }
 
 /// What to do with a snapshot decision at its claim, under the lock ([`crate::claim`]).
@@ -1024,10 +1110,11 @@ fn claim_decision(
     space: &SearchSpace,
     step: &StepConfig,
     snap: &Snapshot,
-    decided: &Decided,
+    decision: &Decision,
     trials: &[Trial],
     state: &serde_json::Value,
 ) -> Result<Claim> {
+    let decided = &decision.decided;
     if claim::unchanged(&snap.trials, &snap.state, trials, state) {
         return Ok(Claim::Take(decided.clone(), ClaimPath::Unchanged));
     }
@@ -1041,14 +1128,41 @@ fn claim_decision(
     if stored_stop(config, &now).is_some() || budget_gate(config, space, step, trials, &now, new)? {
         return Ok(Claim::DecideNow);
     }
-    if claim::near_taken(&new.x, trials, snap.trials.len()) {
-        return Ok(Claim::Retry);
-    }
+    let since = snap.trials.len();
+    let (taken, path) = match claim::near_taken(&new.x, trials, since) {
+        false => (new, ClaimPath::Revalidated),
+        true => match free_runner_up(config, space, step, decision, trials, &now, since)? {
+            Some(alt) => (alt, ClaimPath::RunnerUp),
+            None => return Ok(Claim::Retry),
+        },
+    };
     let merged = claim::merge_state(&now, StudyState::from_json(ours)?);
     Ok(Claim::Take(
-        Decided::Trial(new.clone(), merged.to_json()),
-        ClaimPath::Revalidated,
+        Decided::Trial(taken.clone(), merged.to_json()),
+        path,
     ))
+}
+
+/// The best runner-up of `decision` that may be handed out now: at least the exclusion radius
+/// from every trial running now and every trial numbered `since` and up, and admitted by the
+/// budget gates on `trials`.
+fn free_runner_up<'d>(
+    config: &StudyConfig,
+    space: &SearchSpace,
+    step: &StepConfig,
+    decision: &'d Decision,
+    trials: &[Trial],
+    now: &StudyState,
+    since: usize,
+) -> Result<Option<&'d NewTrial>> {
+    for alt in &decision.runners_up {
+        if !claim::near_taken(&alt.x, trials, since)
+            && !budget_gate(config, space, step, trials, now, alt)?
+        {
+            return Ok(Some(alt));
+        }
+    }
+    Ok(None)
 }
 
 /// Whether the driver's budget gates refuse `new` on `trials` (trials and budget left, with the

@@ -47,7 +47,7 @@ use super::bmsei::{BmseiCarry, FantasyTree};
 use super::cost::{CostModel, CostSetting};
 use crate::error::{Error, Result};
 use crate::gp::GpModel;
-use crate::optim::domain::Domain;
+use crate::optim::domain::{Candidate, Domain};
 use crate::optim::multistart::MultiStartOptions;
 
 /// Parameters of an acquisition at one decision (what is not given is an error if needed).
@@ -148,6 +148,9 @@ pub struct Acquired {
     pub value: f64,
     /// What the next step of the same run needs (B-MS-EI, MSEI).
     pub carry: Option<BmseiCarry>,
+    /// Other points the maximization scored, best first ([`crate::optim::runners_up`]; empty
+    /// where the acquirer keeps none): alternatives for a caller whose point is taken meanwhile.
+    pub runners_up: Vec<Candidate>,
 }
 
 impl Acquired {
@@ -157,6 +160,7 @@ impl Acquired {
             x,
             value,
             carry: None,
+            runners_up: Vec::new(),
         }
     }
 }

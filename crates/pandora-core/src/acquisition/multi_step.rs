@@ -108,6 +108,7 @@ pub fn bmsei_step(s: &StepInputs<'_>) -> Result<Acquired> {
         x,
         value,
         carry: Some(next),
+        runners_up: Vec::new(),
     })
 }
 
@@ -189,6 +190,7 @@ pub fn msei_step(s: &StepInputs<'_>) -> Result<Acquired> {
         x,
         value,
         carry: Some(next),
+        runners_up: Vec::new(),
     })
 }
 

@@ -49,7 +49,7 @@ use super::pbgi::Pbgi;
 use super::random::RandomSearch;
 use super::ts::ThompsonSampling;
 use crate::error::{Error, Result};
-use crate::optim::domain::maximize_in;
+use crate::optim::domain::{maximize_in, runners_up};
 
 /// Whether the flag list of a registry row (`[cost, lambda]`) holds `cost` or `lambda`.
 macro_rules! has_flag {
@@ -324,7 +324,11 @@ impl Acquirer for Pointwise {
             None => OnModel::new(model, acq),
         };
         let r = maximize_in(&obj, s.d, s.domain, s.ms, s.seed)?;
-        Ok(Acquired::point(r.x, r.value))
+        let runners_up = runners_up(&r, s.d);
+        Ok(Acquired {
+            runners_up,
+            ..Acquired::point(r.x, r.value)
+        })
     }
 }
 

@@ -398,6 +398,7 @@ fn relax_project(
         x: pts[best * d..(best + 1) * d].to_vec(),
         value: vals[best],
         restarts,
+        raw_top: Vec::new(),
         evaluations: r.evaluations + vals.len(),
     })
 }
@@ -462,6 +463,7 @@ fn enumerate(
         x,
         value,
         restarts,
+        raw_top: Vec::new(),
         evaluations,
     })
 }

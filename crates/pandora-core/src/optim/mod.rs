@@ -20,7 +20,7 @@ mod objective;
 pub mod sobol;
 mod sobol_directions;
 
-pub use domain::{Domain, PENDING_EXCLUSION_RADIUS, maximize_in};
+pub use domain::{Candidate, Domain, PENDING_EXCLUSION_RADIUS, maximize_in, runners_up};
 pub use lbfgsb::{
     LbfgsbOptions, LbfgsbResult, LbfgsbWorkspace, Termination, minimize, minimize_with_workspace,
 };

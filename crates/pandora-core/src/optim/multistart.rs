@@ -20,6 +20,13 @@ pub use super::objective::Objective;
 use super::sobol::Sobol;
 use crate::error::{Error, Result};
 
+/// How many raw samples a [`MultiStartResult`] keeps ([`MultiStartResult::raw_top`]).
+pub const RAW_KEPT: usize = 16;
+
+/// The smallest Euclidean distance between two raw samples kept in
+/// [`MultiStartResult::raw_top`] (the pending-point exclusion radius of `optim::domain`).
+pub const RAW_KEPT_SEPARATION: f64 = 0.1;
+
 /// Rows per batched `values` call. Fixed (not derived from the thread count) for determinism.
 const EVAL_CHUNK: usize = 128;
 
@@ -88,6 +95,12 @@ pub struct MultiStartResult {
     /// End point and value of each restart, in start order (chosen starts, then extra starts).
     /// A value is non-finite only if the objective was non-finite at that start.
     pub restarts: Vec<(Vec<f64>, f64)>,
+    /// The best raw samples with a finite value, best first (ties to the earlier sample), each at
+    /// least [`RAW_KEPT_SEPARATION`] from those before it (greedy), at most [`RAW_KEPT`]:
+    /// alternatives next to the restarts' end points
+    /// ([`crate::optim::domain::runners_up`]). Empty where the raw samples are not candidates
+    /// (the relax-and-project and enumeration strategies of [`crate::optim::mixed`]).
+    pub raw_top: Vec<(Vec<f64>, f64)>,
     /// Total number of objective evaluations (raw samples plus all L-BFGS-B evaluations).
     pub evaluations: usize,
 }
@@ -273,12 +286,40 @@ pub(crate) fn reduce(
             x,
             value,
             restarts: results,
+            raw_top: best_raw(xs, vals, d),
             evaluations,
         }),
         None => Err(Error::Numerical(
             "objective is NaN at every raw sample and restart".into(),
         )),
     }
+}
+
+/// The best raw samples of `xs` (row-major `· × d`) with finite values `vals`, best first (ties
+/// to the lower index), each at least [`RAW_KEPT_SEPARATION`] from those kept before it; at most
+/// [`RAW_KEPT`]. One sort and at most `RAW_KEPT` distances per sample.
+fn best_raw(xs: &[f64], vals: &[f64], d: usize) -> Vec<(Vec<f64>, f64)> {
+    let mut idx: Vec<usize> = (0..vals.len()).filter(|&i| vals[i].is_finite()).collect();
+    idx.sort_by(|a, b| vals[*b].total_cmp(&vals[*a]).then(a.cmp(b)));
+    let r2 = RAW_KEPT_SEPARATION * RAW_KEPT_SEPARATION;
+    let mut kept: Vec<(Vec<f64>, f64)> = Vec::new();
+    for i in idx {
+        if kept.len() == RAW_KEPT {
+            break;
+        }
+        let x = &xs[i * d..(i + 1) * d];
+        let apart = |k: &(Vec<f64>, f64)| {
+            k.0.iter()
+                .zip(x)
+                .map(|(a, b)| (a - b) * (a - b))
+                .sum::<f64>()
+                >= r2
+        };
+        if kept.iter().all(apart) {
+            kept.push((x.to_vec(), vals[i]));
+        }
+    }
+    kept
 }
 
 /// Exact maximization over a finite candidate set (rows of `candidates`, row-major `m × d`):

@@ -410,6 +410,9 @@ impl<'p> Run<'p> {
         }
         let (mut prop, models) = self.propose(seed)?;
         prop.x = snap(&prop.x);
+        for r in &mut prop.runners_up {
+            r.x = snap(&r.x);
+        }
         if let Some(f) = self.cost_fits(&prop) {
             return Ok(Step::finished(f));
         }
