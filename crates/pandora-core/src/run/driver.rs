@@ -16,9 +16,10 @@
 //!   itself fitted, its moving window replayed from the checks recorded on earlier trials;
 //! - **the carry**: the warm start of the next fit and B-MS-EI's refill state;
 //! - **the refit schedule** ([`crate::policy::Refit`]): with `Refit::Warm` (the default), the
-//!   step that hands out trial `k` may fit from the carried hyperparameters alone unless a full
-//!   refit is scheduled at `k` (then, and whenever no warm start is carried, the step fits in
-//!   full; the warm fit's own gain test can still call for a full fit).
+//!   step that hands out trial `k` may keep the carried hyperparameters (their gradient test) or
+//!   fit from them alone unless a full refit is scheduled at `k` (then, and whenever no warm
+//!   start is carried, the step fits in full; the warm fit's own gain test can still call for a
+//!   full fit). The proposal says which ([`crate::policy::FitKind`]).
 //!
 //! ## Replay
 //!
@@ -987,7 +988,8 @@ mod tests {
             }
         }
         // Resumed from the records after each kept or warm step: the same decisions.
-        let bits = |v: &[Proposal]| -> Vec<(Vec<u64>, u64, Option<GpParams>, Option<FitKind>)> {
+        type Decision = (Vec<u64>, u64, Option<GpParams>, Option<FitKind>);
+        let bits = |v: &[Proposal]| -> Vec<Decision> {
             v.iter()
                 .map(|q| {
                     let x = q.x.iter().map(|c| c.to_bits()).collect();
