@@ -188,8 +188,21 @@ fn bench_scaling_writes_the_peer_data_and_reports_phases() {
         .map(|l| serde_json::from_str(l).expect("JSON line"))
         .collect();
     // Per acquisition: the step without a previous step, then the step with one (full and warm
-    // fits from the previous step's hyperparameters).
-    assert_eq!(lines.len(), 4, "{text}");
+    // fits from the previous step's hyperparameters); then one period of the refit schedule with
+    // warm runs and with the default (keep or warm).
+    assert_eq!(lines.len(), 6, "{text}");
+    let (steps, periods) = lines.split_at(4);
+    for (l, refit) in periods.iter().zip(["warm", "default"]) {
+        assert_eq!(l["bench"], "bo_step_scaling_period");
+        assert_eq!(l["refit"], refit);
+        assert_eq!(l["full"].as_u64(), Some(1), "{l}");
+        let steps = l["to"].as_u64().unwrap() - l["from"].as_u64().unwrap();
+        let counted = ["full", "warm", "kept"].map(|k| l[k].as_u64().unwrap());
+        assert_eq!(counted.iter().sum::<u64>(), steps, "{l}");
+        assert!(l["log_posterior_last"].as_f64().unwrap().is_finite());
+    }
+    assert_eq!(periods[0]["kept"].as_u64(), Some(0));
+    let lines = steps;
     for (l, acq) in lines.iter().skip(1).step_by(2).zip(["logei", "pbgi"]) {
         assert_eq!(l["bench"], "bo_step_scaling_carry");
         assert_eq!(l["acquisition"], acq);

@@ -1,7 +1,7 @@
 //! Hyperparameter fitting: recovery of known lengthscales on data drawn from a GP, agreement of the
 //! optimum with the gradient (stationarity), warm starts and determinism.
 
-use pandora_core::gp::fit::{FitOptions, NoiseSpec, Priors, fit, fit_warm};
+use pandora_core::gp::fit::{FitOptions, NoiseSpec, Priors, fit, fit_warm, fit_warm_or_keep};
 use pandora_core::gp::likelihood::log_marginal_likelihood;
 use pandora_core::gp::model::kernel_matrix;
 use pandora_core::gp::{Kernel, KernelKind};
@@ -173,4 +173,54 @@ fn a_warm_fit_from_the_previous_mode_stays_there_and_reports_its_gain() {
     let mut wrong = prev.params.clone();
     wrong.kernel = other;
     assert!(fit_warm(&x, &y, d, &opts, &wrong).is_err());
+}
+
+#[test]
+fn a_warm_start_within_the_gradient_tolerance_is_kept_and_others_run() {
+    let truth = Kernel::new(KernelKind::Matern52, vec![0.2, 0.5, 0.3], 1.0).unwrap();
+    let (x, y) = gp_sample(&truth, 81, 1e-4, 5);
+    let d = 3;
+    let opts = FitOptions::default();
+    let prev = fit(&x[..80 * d], &y[..80], d, &opts, None).unwrap();
+    let bits = |p: &pandora_core::gp::GpParams| -> Vec<u64> {
+        let k = &p.kernel;
+        k.lengthscales
+            .iter()
+            .chain([k.outputscale, p.mean, p.noise].iter())
+            .map(|v| v.to_bits())
+            .collect()
+    };
+    // Tolerance 0 is fit_warm, and a tolerance nothing passes runs the same search (the first
+    // evaluation handed to L-BFGS-B instead of being repeated): the same bits, evaluations
+    // counted alike.
+    let plain = fit_warm(&x, &y, d, &opts, &prev.params).unwrap();
+    for tol in [0.0, 1e-300] {
+        let w = fit_warm_or_keep(&x, &y, d, &opts, &prev.params, tol).unwrap();
+        assert!(!w.kept);
+        assert_eq!(bits(&w.result.params), bits(&plain.result.params), "{tol}");
+        assert_eq!(w.result.evaluations, plain.result.evaluations);
+        assert_eq!(w.gain_per_point.to_bits(), plain.gain_per_point.to_bits());
+    }
+    // A generous tolerance keeps the previous kernel hyperparameters after one evaluation; the
+    // mean is profiled on the new data and the log posterior is the one at the kept point.
+    let kept = fit_warm_or_keep(&x, &y, d, &opts, &prev.params, 1.0).unwrap();
+    assert!(kept.kept);
+    assert_eq!(kept.result.evaluations, 1);
+    assert_eq!(kept.gain_per_point, 0.0);
+    assert_eq!(kept.result.params.kernel, prev.params.kernel);
+    assert!(kept.result.log_posterior <= plain.result.log_posterior + 1e-9);
+    // From a distant start the gradient is large: not kept, a run that stops at the tolerance
+    // (fewer evaluations than to the usual tolerances) and gains.
+    let mut far = prev.params.clone();
+    far.kernel.lengthscales = vec![5.0; d];
+    let strict = fit_warm(&x, &y, d, &opts, &far).unwrap();
+    let loose = fit_warm_or_keep(&x, &y, d, &opts, &far, 0.05).unwrap();
+    assert!(!loose.kept);
+    assert!(loose.gain_per_point > 0.05, "{}", loose.gain_per_point);
+    assert!(
+        loose.result.evaluations < strict.result.evaluations,
+        "{} vs {}",
+        loose.result.evaluations,
+        strict.result.evaluations
+    );
 }

@@ -13,7 +13,7 @@ use pandora_core::acquisition::FantasyTree;
 use pandora_core::gp::KernelKind;
 use pandora_core::gp::fit::{FitOptions, NoiseSpec, Priors};
 use pandora_core::optim::multistart::MultiStartOptions;
-use pandora_core::policy::{Refit, StepConfig};
+use pandora_core::policy::{Refit, RefitName, StepConfig};
 use pandora_core::run::spec::PolicySpec;
 use pandora_problems::{Problem, ProblemSpec};
 use serde::{Deserialize, Serialize};
@@ -102,26 +102,6 @@ pub struct ModelConfig {
     /// `pandora_core::policy::Refit`) or `always` (a full multi-start fit at every step).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub refit: Option<RefitName>,
-}
-
-/// `[problem.model] refit`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RefitName {
-    /// [`Refit::DEFAULT`].
-    Warm,
-    /// [`Refit::Always`].
-    Always,
-}
-
-impl RefitName {
-    /// The step configuration's setting.
-    pub fn refit(self) -> Refit {
-        match self {
-            RefitName::Warm => Refit::DEFAULT,
-            RefitName::Always => Refit::Always,
-        }
-    }
 }
 
 /// One `[[problem]]` table.

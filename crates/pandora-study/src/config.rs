@@ -38,6 +38,7 @@ use crate::error::{Error, Result, plain_words};
 use crate::space::{Direction, Param, SearchSpace};
 use crate::trial::Trial;
 use pandora_core::acquisition::AcquisitionName;
+use pandora_core::policy::RefitName;
 use pandora_core::run::spec::PolicySpec;
 use pandora_core::stopping::{RuleConfig, StoppingConfig};
 use serde::{Deserialize, Serialize};
@@ -276,6 +277,12 @@ pub struct PolicySection {
     /// Seed of the run.
     #[serde(default)]
     pub seed: u64,
+    /// How the objective model's hyperparameters follow the data from one step to the next:
+    /// `warm` (the default: the previous step's kept or refined by one L-BFGS-B run, with full
+    /// multi-start refits on a schedule) or `always` (a full fit at every step); the same key and
+    /// meaning as an experiment's `[problem.model] refit` ([`RefitName`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refit: Option<RefitName>,
     /// The cost-aware stopping rule (none by default).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stopping: Option<StudyStopping>,
@@ -1086,6 +1093,22 @@ mod policy_tests {
             let e = with_policy(policy).unwrap_err().to_string();
             assert!(e.contains(key), "{policy}: {e}");
         }
+    }
+
+    #[test]
+    fn refit_is_a_policy_key_with_the_experiments_names() {
+        assert_eq!(with_policy("seed = 1").unwrap().policy.refit, None);
+        for (name, refit) in [("warm", RefitName::Warm), ("always", RefitName::Always)] {
+            let c = with_policy(&format!("acquisition = \"log_ei\"\nrefit = \"{name}\"")).unwrap();
+            assert_eq!(c.policy.refit, Some(refit));
+            // Written back, it reads the same.
+            let again = StudyConfig::from_toml(&toml::to_string(&c).unwrap()).unwrap();
+            assert_eq!(again.policy.refit, Some(refit));
+        }
+        let e = with_policy("refit = \"sometimes\"")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("sometimes") && e.contains("warm"), "{e}");
     }
 
     #[test]

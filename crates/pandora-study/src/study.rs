@@ -363,6 +363,7 @@ impl Study {
             design_seed: p.seed,
             // Mixed spaces (issue 20.1/21.4): acquisitions maximized over valid points only.
             space: Some(self.space.mixed_space()),
+            refit: p.refit.unwrap_or_default().refit(),
             ..StepConfig::default()
         })
     }
@@ -1219,6 +1220,7 @@ fn record_of(
                 suggested_budget: Some(b.suggested_budget),
                 lower_bound: Some(b.lower_bound),
             }),
+            fit: prop.fit,
         }),
     }
 }

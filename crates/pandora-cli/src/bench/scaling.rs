@@ -18,6 +18,14 @@
 //! each with its fit alone, the fit's evaluations, the warm fit's gain per point and the values
 //! the steps reached.
 //!
+//! A run does not take the same step twice: the `bo_step_scaling_period` lines follow the
+//! driver's objective fits ([`fit_objective_model`]) through one period of the default refit
+//! schedule around `n` (a scheduled full refit, then the steps up to the next), carrying the
+//! hyperparameters from step to step, with warm runs to the usual tolerances (`keep_grad = 0`,
+//! the driver before the keep test) and with [`Refit::DEFAULT`]: how many steps fitted in full,
+//! ran warm or kept the hyperparameters, the evaluations, the fit time per step (the amortized
+//! cost a run pays) and the last step's log posterior against a full fit's on the same data.
+//!
 //! `--write-data DIR` writes every data set as `{"x": [[...]], "y": [...]}`
 //! (`ackley_d16_n0600.json`), the format of `botorch_rs_scaling.py`, so the peer can be timed on
 //! exactly the same points.
@@ -29,7 +37,9 @@ use pandora_core::gp::fit::FitOptions;
 use pandora_core::gp::{GpModel, Transforms};
 use pandora_core::optim::multistart::{Objective, maximize};
 use pandora_core::optim::sobol::Sobol;
-use pandora_core::policy::{CostSetting, History, Refit, StepConfig, StepContext, propose};
+use pandora_core::policy::{
+    CostSetting, FitKind, History, Refit, StepConfig, StepContext, fit_objective_model, propose,
+};
 use rand::{RngExt, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use rayon::prelude::*;
@@ -100,23 +110,60 @@ struct CarryLine<'a> {
     acquisition: &'a str,
     /// Median step with [`Refit::Always`] and `θ_prev` as an extra start (the driver before).
     step_full_ms: f64,
-    /// Median step with [`Refit::Warm`] from `θ_prev` (no refit due).
+    /// Median step with [`Refit::Warm`] from `θ_prev` (no refit due) run to the usual
+    /// tolerances (`keep_grad = 0`, the driver before the keep test).
     step_warm_ms: f64,
-    /// The full fit alone, and the warm fit alone (medians).
+    /// Median step with [`Refit::DEFAULT`] from `θ_prev` (no refit due): `θ_prev` kept when its
+    /// gradient passes the test, else a warm run stopped at that gradient.
+    step_keep_ms: f64,
+    /// The full fit alone, the warm fit alone and the keep-or-warm fit alone (medians).
     fit_full_ms: f64,
     fit_warm_ms: f64,
-    /// Likelihood evaluations of the first seed's full and warm fits.
+    fit_keep_ms: f64,
+    /// Likelihood evaluations of the first seed's full, warm and keep-or-warm fits.
     fit_full_evaluations: usize,
     fit_warm_evaluations: usize,
+    fit_keep_evaluations: usize,
+    /// Whether [`Refit::DEFAULT`] kept `θ_prev` (first seed).
+    kept: bool,
     /// The warm fit's log-posterior gain per point over `θ_prev` (first seed).
     warm_gain: f64,
-    /// The log posteriors the full and warm fits reached (first seed).
+    /// The log posteriors the full, warm and keep-or-warm fits reached (first seed).
     log_posterior_full: f64,
     log_posterior_warm: f64,
-    /// Acquisition values reached by each seed's step, full and warm.
+    log_posterior_keep: f64,
+    /// Acquisition values reached by each seed's step, full, warm and keep-or-warm.
     values_full: Vec<f64>,
     values_warm: Vec<f64>,
+    values_keep: Vec<f64>,
     reps: usize,
+}
+
+/// The fits of one period of the default refit schedule (`bo_step_scaling_period`).
+#[derive(Serialize)]
+struct PeriodLine<'a> {
+    bench: &'a str,
+    d: usize,
+    /// The cell's size, inside the period.
+    n: usize,
+    /// `"warm"` (`keep_grad = 0`) or `"default"` ([`Refit::DEFAULT`]).
+    refit: &'a str,
+    keep_grad: f64,
+    /// The period: the steps at `from ≤ m < to` observations (a full refit scheduled at `from`).
+    from: usize,
+    to: usize,
+    /// Steps that fitted in full, ran a warm fit, kept the hyperparameters.
+    full: usize,
+    warm: usize,
+    kept: usize,
+    /// Likelihood evaluations over the period.
+    evaluations: usize,
+    /// Fit time per step over the period (wall and process CPU, ms): the amortized fit cost.
+    fit_ms_per_step: f64,
+    fit_cpu_ms_per_step: f64,
+    /// The last step's log posterior, and a full fit's on the same data (the fit's quality).
+    log_posterior_last: f64,
+    log_posterior_last_full: f64,
 }
 
 /// Negated Ackley on `[−2, 2]^d` (through `x ↦ 4x − 2`) at `n` uniform random points.
@@ -264,6 +311,18 @@ fn carry_line<'a>(
         refit: Refit::Warm {
             growth: 0.05,
             max_gain: f64::INFINITY,
+            keep_grad: 0.0,
+        },
+        ..cfg.clone()
+    };
+    let Refit::Warm { keep_grad, .. } = Refit::DEFAULT else {
+        anyhow::bail!("the default refit is warm");
+    };
+    let keep_cfg = StepConfig {
+        refit: Refit::Warm {
+            growth: 0.05,
+            max_gain: f64::INFINITY,
+            keep_grad,
         },
         ..cfg.clone()
     };
@@ -271,12 +330,12 @@ fn carry_line<'a>(
         warm_fit: true,
         ..StepContext::default()
     };
-    let mut t_step = [Vec::new(), Vec::new()];
-    let mut t_fit = [Vec::new(), Vec::new()];
-    let mut values = [Vec::new(), Vec::new()];
-    let (mut evals, mut lp, mut gain) = ([0; 2], [0.0; 2], 0.0);
+    let mut t_step = [Vec::new(), Vec::new(), Vec::new()];
+    let mut t_fit = [Vec::new(), Vec::new(), Vec::new()];
+    let mut values = [Vec::new(), Vec::new(), Vec::new()];
+    let (mut evals, mut lp, mut gain, mut kept) = ([0; 3], [0.0; 3], 0.0, false);
     for seed in 1..=reps.max(1) as u64 {
-        for (i, c) in [cfg, &warm_cfg].into_iter().enumerate() {
+        for (i, c) in [cfg, &warm_cfg, &keep_cfg].into_iter().enumerate() {
             let t = Instant::now();
             let p = propose(d, h, c, &ctx, CostSetting::Uniform, seed, Some(&prev))?;
             t_step[i].push(ms(t));
@@ -292,8 +351,12 @@ fn carry_line<'a>(
         let t = Instant::now();
         let (warm, g) = GpModel::fit_warm(x, y, d, &transforms, &opts, &prev)?;
         t_fit[1].push(ms(t));
+        let t = Instant::now();
+        let (keep, k) = GpModel::fit_warm_or_keep(x, y, d, &transforms, &opts, &prev, keep_grad)?;
+        t_fit[2].push(ms(t));
         if seed == 1 {
-            for (i, m) in [&full, &warm].into_iter().enumerate() {
+            kept = k.kept;
+            for (i, m) in [&full, &warm, &keep].into_iter().enumerate() {
                 let s = m
                     .fit_summary()
                     .context("a fitted model has a fit summary")?;
@@ -303,9 +366,9 @@ fn carry_line<'a>(
             gain = g;
         }
     }
-    let [s0, s1] = t_step;
-    let [f0, f1] = t_fit;
-    let [v0, v1] = values;
+    let [s0, s1, s2] = t_step;
+    let [f0, f1, f2] = t_fit;
+    let [v0, v1, v2] = values;
     Ok(CarryLine {
         bench: "bo_step_scaling_carry",
         d,
@@ -313,17 +376,109 @@ fn carry_line<'a>(
         acquisition: name,
         step_full_ms: median(s0),
         step_warm_ms: median(s1),
+        step_keep_ms: median(s2),
         fit_full_ms: median(f0),
         fit_warm_ms: median(f1),
+        fit_keep_ms: median(f2),
         fit_full_evaluations: evals[0],
         fit_warm_evaluations: evals[1],
+        fit_keep_evaluations: evals[2],
+        kept,
         warm_gain: gain,
         log_posterior_full: lp[0],
         log_posterior_warm: lp[1],
+        log_posterior_keep: lp[2],
         values_full: v0,
         values_warm: v1,
+        values_keep: v2,
         reps: reps.max(1),
     })
+}
+
+/// The period of the default schedule around `n`: the scheduled full refits `from ≤ n < to`.
+fn schedule_period(n: usize) -> (usize, usize) {
+    let from = (0..=n)
+        .rev()
+        .find(|&m| Refit::DEFAULT.scheduled(m))
+        .unwrap_or(0);
+    let to = (n + 1..)
+        .find(|&m| Refit::DEFAULT.scheduled(m))
+        .unwrap_or(n + 1);
+    (from, to)
+}
+
+/// The objective fits of the driver over one period of the default refit schedule around `n`
+/// (the steps at `from ≤ m < to` observations of the cell's data, continued), with the
+/// hyperparameters carried from step to step as the driver carries them: `keep_grad = 0` (warm
+/// runs to the usual tolerances) and the default. The previous period's last fit is stood in for
+/// by a full fit on `from − 1` points (untimed).
+fn period_lines(
+    d: usize,
+    n: usize,
+    keep_modes: &[(&'static str, f64)],
+) -> Result<Vec<PeriodLine<'static>>> {
+    let (from, to) = schedule_period(n);
+    let (x, y) = ackley_data(to, d, 1000 + d as u64);
+    let base = config(AcquisitionName::LogEi, None);
+    let hist = |m: usize| History {
+        x: &x[..m * d],
+        y: &y[..m],
+        cost: &[],
+        pending: &[],
+    };
+    let start = fit_objective_model(d, hist(from - 1), &base, &StepContext::default(), 0, None)?;
+    let mut lines = Vec::new();
+    for &(name, keep_grad) in keep_modes {
+        let cfg = StepConfig {
+            refit: Refit::Warm {
+                growth: 0.05,
+                max_gain: 0.01,
+                keep_grad,
+            },
+            ..base.clone()
+        };
+        let mut warm = Some(start.0.params().clone());
+        let (mut counts, mut evaluations, mut wall, mut cpu) = ([0usize; 3], 0, 0.0, 0.0);
+        let mut last = None;
+        for m in from..to {
+            let ctx = StepContext {
+                warm_fit: !cfg.refit.scheduled(m),
+                ..StepContext::default()
+            };
+            let (t, c) = (Instant::now(), cpu_ms());
+            let (model, kind) =
+                fit_objective_model(d, hist(m), &cfg, &ctx, m as u64, warm.as_ref())?;
+            wall += ms(t);
+            cpu += cpu_ms() - c;
+            counts[kind as usize] += 1;
+            evaluations += model.fit_summary().map_or(0, |f| f.evaluations);
+            warm = Some(model.params().clone());
+            last = Some(model);
+        }
+        let last = last.context("a period has at least one step")?;
+        let (full, _) =
+            fit_objective_model(d, hist(to - 1), &base, &StepContext::default(), 0, None)?;
+        let lp = |m: &GpModel| m.fit_summary().map_or(f64::NAN, |f| f.log_posterior);
+        let steps = (to - from) as f64;
+        lines.push(PeriodLine {
+            bench: "bo_step_scaling_period",
+            d,
+            n,
+            refit: name,
+            keep_grad,
+            from,
+            to,
+            full: counts[FitKind::Full as usize],
+            warm: counts[FitKind::Warm as usize],
+            kept: counts[FitKind::Kept as usize],
+            evaluations,
+            fit_ms_per_step: wall / steps,
+            fit_cpu_ms_per_step: cpu / steps,
+            log_posterior_last: lp(&last),
+            log_posterior_last_full: lp(&full),
+        });
+    }
+    Ok(lines)
 }
 
 /// Runs the grid: per cell and acquisition, `reps` steps (seeds 1..=reps) timed whole, and the
@@ -410,6 +565,18 @@ pub fn run(args: &ScalingArgs, reps: usize, threads: usize) -> Result<()> {
                 println!("{}", serde_json::to_string(&line)?);
                 let carry = carry_line(d, &x, &y, &cfg, name, reps)?;
                 println!("{}", serde_json::to_string(&carry)?);
+            }
+            let Refit::Warm { keep_grad, .. } = Refit::DEFAULT else {
+                anyhow::bail!("the default refit is warm");
+            };
+            // Warm runs to the usual tolerances take minutes per period beyond n = 1000.
+            let modes: &[(&str, f64)] = if n <= 1000 {
+                &[("warm", 0.0), ("default", keep_grad)]
+            } else {
+                &[("default", keep_grad)]
+            };
+            for line in period_lines(d, n, modes)? {
+                println!("{}", serde_json::to_string(&line)?);
             }
         }
     }

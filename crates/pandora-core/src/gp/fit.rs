@@ -13,6 +13,20 @@
 //! single start sufficed (`crate::policy::Refit`). Each evaluation factorizes and inverts the
 //! `n × n` kernel matrix (`O(n³)`); after the search one factorization gives the profiled mean and
 //! one the conditioned GP.
+//!
+//! ## Keeping the warm start
+//!
+//! [`fit_warm_or_keep`] first evaluates the log posterior and its gradient at the warm start on
+//! the new data (one evaluation). Its projected gradient `g` (the gradient with the components
+//! that push against an active bound removed, as L-BFGS-B's stopping test reads it) says how far
+//! the mode moved: near the mode `θ* − θ_warm ≈ H⁻¹ g`, with a Hessian `H` that grows like `n`,
+//! so the movement is small when `‖g‖_∞ / n` is. When `‖g‖_∞ ≤ τ n` (`τ` the keep tolerance,
+//! in nats per observation per unit of log-hyperparameter) the warm start is kept as it is, and
+//! the fit costs one evaluation instead of a run; otherwise L-BFGS-B runs from it and stops as
+//! soon as `‖g‖_∞ ≤ τ n` (or at the usual tolerances, whichever comes first), so the next step
+//! starts from a point that passes the same test. With `τ = 0` the function is [`fit_warm`]
+//! exactly (no extra evaluation, the usual tolerances). The first evaluation is handed to the
+//! L-BFGS-B run rather than repeated, so a run costs what it did before.
 
 use crate::error::{Error, Result};
 use crate::gp::kernel::{Kernel, KernelKind};
@@ -415,15 +429,36 @@ impl Search {
 
     /// One L-BFGS-B run from `t`: the final vector, its objective, the number of evaluations
     /// and the objective at the start (infinite where the factorization failed).
-    fn run(&self, mut t: Vec<f64>, opts: &FitOptions, x: &[f64], y: &[f64]) -> (StartResult, f64) {
+    fn run(&self, t: Vec<f64>, opts: &FitOptions, x: &[f64], y: &[f64]) -> (StartResult, f64) {
+        self.run_seeded(t, None, opts, x, y)
+    }
+
+    /// [`Search::run`] given the objective and gradient at `t` already (`first`, what the first
+    /// evaluation would return: it is handed to L-BFGS-B instead of being recomputed, and still
+    /// counted as an evaluation).
+    fn run_seeded(
+        &self,
+        mut t: Vec<f64>,
+        mut first: Option<(f64, Vec<f64>)>,
+        opts: &FitOptions,
+        x: &[f64],
+        y: &[f64],
+    ) -> (StartResult, f64) {
         let mut evals = 0usize;
-        let mut first = f64::NAN;
+        let mut f_start = f64::NAN;
         let res = lbfgsb::minimize(
             |th: &[f64], g: &mut [f64]| {
                 evals += 1;
-                let f = objective(th, g, &self.layout, opts, x, y);
+                let f = match first.take() {
+                    // L-BFGS-B evaluates the (already clamped) start first.
+                    Some((f, g0)) if evals == 1 => {
+                        g.copy_from_slice(&g0);
+                        f
+                    }
+                    _ => objective(th, g, &self.layout, opts, x, y),
+                };
                 if evals == 1 {
-                    first = f;
+                    f_start = f;
                 }
                 f
             },
@@ -436,7 +471,22 @@ impl Search {
             Ok(r) => r.f,
             Err(_) => f64::INFINITY,
         };
-        ((t, f, evals), first)
+        ((t, f, evals), f_start)
+    }
+
+    /// The infinity norm of the projected gradient `g` at `t` (L-BFGS-B's stopping statistic:
+    /// a component pushing against an active bound counts only up to the distance to it).
+    fn projected_gradient(&self, t: &[f64], g: &[f64]) -> f64 {
+        let mut norm: f64 = 0.0;
+        for (((ti, gi), lo), hi) in t.iter().zip(g).zip(&self.lower).zip(&self.upper) {
+            let pg = if *gi < 0.0 {
+                (ti - hi).max(*gi)
+            } else {
+                (ti - lo).min(*gi)
+            };
+            norm = norm.max(pg.abs());
+        }
+        norm
     }
 
     /// The result of the winning start `best` (position `best_start`) after `evaluations`.
@@ -532,7 +582,7 @@ pub fn fit(
     search.finish(best, best_start, evaluations, opts, x, y)
 }
 
-/// The outcome of [`fit_warm`].
+/// The outcome of [`fit_warm`] and [`fit_warm_or_keep`].
 #[derive(Debug, Clone)]
 pub struct WarmFit {
     /// The fit (`best_start` 0).
@@ -540,8 +590,11 @@ pub struct WarmFit {
     /// How much the single start improved the log posterior, per observation:
     /// `(log p(θ_end | D) − log p(θ_warm | D)) / n` (infinite if the warm start could not be
     /// evaluated, e.g. a failed factorization). Small when the warm start was (nearly) optimal
-    /// on the new data; large when the data moved the model.
+    /// on the new data; large when the data moved the model. 0 when the warm start was kept.
     pub gain_per_point: f64,
+    /// The warm start was kept as it is ([`fit_warm_or_keep`]: its projected gradient was
+    /// within the tolerance), without an L-BFGS-B run.
+    pub kept: bool,
 }
 
 /// A single-start fit from `warm` (the previous BO step's hyperparameters): the search of
@@ -554,6 +607,20 @@ pub fn fit_warm(
     d: usize,
     opts: &FitOptions,
     warm: &GpParams,
+) -> Result<WarmFit> {
+    fit_warm_or_keep(x, y, d, opts, warm, 0.0)
+}
+
+/// [`fit_warm`] that keeps the warm start when its projected gradient on the data is at most
+/// `keep_tol · n` in the infinity norm, and otherwise stops the run at that gradient (see the
+/// module documentation, "Keeping the warm start"). `keep_tol ≤ 0` (or NaN) is [`fit_warm`].
+pub fn fit_warm_or_keep(
+    x: &[f64],
+    y: &[f64],
+    d: usize,
+    opts: &FitOptions,
+    warm: &GpParams,
+    keep_tol: f64,
 ) -> Result<WarmFit> {
     if warm.kernel.dim() != d {
         return Err(Error::dim(
@@ -569,14 +636,36 @@ pub fn fit_warm(
         warm.noise,
     );
     search.clamp(&mut t);
-    let (start, first) = search.run(t, opts, x, y);
+    let n = y.len() as f64;
+    let mut first_eval = None;
+    let mut run_opts = std::borrow::Cow::Borrowed(opts);
+    if keep_tol > 0.0 {
+        let mut g = vec![0.0; t.len()];
+        let f0 = objective(&t, &mut g, &search.layout, opts, x, y);
+        if f0.is_finite() {
+            let tol = keep_tol * n;
+            if search.projected_gradient(&t, &g) <= tol {
+                let result = search.finish(&(t, f0, 1), 0, 1, opts, x, y)?;
+                return Ok(WarmFit {
+                    result,
+                    gain_per_point: 0.0,
+                    kept: true,
+                });
+            }
+            let mut o = opts.clone();
+            o.lbfgsb.pgtol = o.lbfgsb.pgtol.max(tol);
+            run_opts = std::borrow::Cow::Owned(o);
+        }
+        first_eval = Some((f0, g));
+    }
+    let (start, first) = search.run_seeded(t, first_eval, &run_opts, x, y);
     if !start.1.is_finite() {
         return Err(Error::Numerical(
             "the warm hyperparameter start failed".into(),
         ));
     }
     let gain_per_point = if first.is_finite() {
-        ((first - start.1) / y.len() as f64).max(0.0)
+        ((first - start.1) / n).max(0.0)
     } else {
         f64::INFINITY
     };
@@ -584,6 +673,7 @@ pub fn fit_warm(
     Ok(WarmFit {
         result,
         gain_per_point,
+        kept: false,
     })
 }
 

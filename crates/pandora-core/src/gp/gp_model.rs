@@ -8,7 +8,7 @@
 
 use crate::error::{Error, Result};
 use crate::gp::Posterior;
-use crate::gp::fit::{FitOptions, FitResult, WarmFit, fit, fit_warm};
+use crate::gp::fit::{FitOptions, FitResult, WarmFit, fit, fit_warm_or_keep};
 use crate::gp::model::{ExactGp, GpParams, PosteriorBatch};
 use crate::gp::transform::{OutputScale, Transforms};
 
@@ -22,6 +22,15 @@ pub struct GpModel {
     y_std: f64,
     scale: Option<OutputScale>,
     fit: Option<FitSummary>,
+}
+
+/// What a warm fit ([`GpModel::fit_warm_or_keep`]) reported besides the model.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct WarmOutcome {
+    /// [`WarmFit::gain_per_point`].
+    pub gain_per_point: f64,
+    /// [`WarmFit::kept`].
+    pub kept: bool,
 }
 
 /// What the fit reported, kept with the model.
@@ -49,8 +58,9 @@ impl GpModel {
         Self::fit_by(x, y, d, transforms, |u, z| fit(u, z, d, opts, warm))
     }
 
-    /// A single-start fit from `warm` ([`fit_warm`]): the model and the per-observation gain of
-    /// the log posterior over the warm start ([`WarmFit::gain_per_point`]).
+    /// A single-start fit from `warm` ([`crate::gp::fit::fit_warm`]): the model and the
+    /// per-observation gain of the log posterior over the warm start
+    /// ([`WarmFit::gain_per_point`]).
     pub fn fit_warm(
         x: &[f64],
         y: &[f64],
@@ -59,13 +69,35 @@ impl GpModel {
         opts: &FitOptions,
         warm: &GpParams,
     ) -> Result<(Self, f64)> {
-        let mut gain = f64::INFINITY;
+        let (model, w) = Self::fit_warm_or_keep(x, y, d, transforms, opts, warm, 0.0)?;
+        Ok((model, w.gain_per_point))
+    }
+
+    /// A single-start fit from `warm` that keeps it when its projected gradient per observation
+    /// is at most `keep_tol` ([`fit_warm_or_keep`]): the model and what the fit reported (its
+    /// [`WarmFit::result`] is the model's fit, without the conditioned GP's copy).
+    pub fn fit_warm_or_keep(
+        x: &[f64],
+        y: &[f64],
+        d: usize,
+        transforms: &Transforms,
+        opts: &FitOptions,
+        warm: &GpParams,
+        keep_tol: f64,
+    ) -> Result<(Self, WarmOutcome)> {
+        let mut outcome = WarmOutcome {
+            gain_per_point: f64::INFINITY,
+            kept: false,
+        };
         let model = Self::fit_by(x, y, d, transforms, |u, z| {
-            let w: WarmFit = fit_warm(u, z, d, opts, warm)?;
-            gain = w.gain_per_point;
+            let w: WarmFit = fit_warm_or_keep(u, z, d, opts, warm, keep_tol)?;
+            outcome = WarmOutcome {
+                gain_per_point: w.gain_per_point,
+                kept: w.kept,
+            };
             Ok(w.result)
         })?;
-        Ok((model, gain))
+        Ok((model, outcome))
     }
 
     /// The model `fitter` fits on the transformed inputs and targets.

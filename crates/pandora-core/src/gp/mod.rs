@@ -10,7 +10,7 @@ pub mod model;
 pub mod paths;
 pub mod transform;
 
-pub use gp_model::{FitSummary, GpModel};
+pub use gp_model::{FitSummary, GpModel, WarmOutcome};
 pub use kernel::{Kernel, KernelKind};
 pub use learning_curve::{LcPosterior, LearningCurveGp};
 pub use model::{ExactGp, GpParams, PairPosterior, PosteriorBatch};

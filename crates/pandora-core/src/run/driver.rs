@@ -16,9 +16,10 @@
 //!   itself fitted, its moving window replayed from the checks recorded on earlier trials;
 //! - **the carry**: the warm start of the next fit and B-MS-EI's refill state;
 //! - **the refit schedule** ([`crate::policy::Refit`]): with `Refit::Warm` (the default), the
-//!   step that hands out trial `k` may fit from the carried hyperparameters alone unless a full
-//!   refit is scheduled at `k` (then, and whenever no warm start is carried, the step fits in
-//!   full; the warm fit's own gain test can still call for a full fit).
+//!   step that hands out trial `k` may keep the carried hyperparameters (their gradient test) or
+//!   fit from them alone unless a full refit is scheduled at `k` (then, and whenever no warm
+//!   start is carried, the step fits in full; the warm fit's own gain test can still call for a
+//!   full fit). The proposal says which ([`crate::policy::FitKind`]).
 //!
 //! ## Replay
 //!
@@ -684,7 +685,10 @@ mod tests {
     use super::*;
     use crate::acquisition::LinearMeanCost;
     use crate::optim::MultiStartOptions;
-    use crate::policy::Refit;
+    use crate::policy::{FitKind, Refit};
+
+    /// A keep tolerance that keeps some steps and not others on the 2-D test function.
+    const KEEP_IN_TEST: f64 = 0.05;
     use crate::run::record::HyperRecord;
 
     /// A smooth 2-D objective with its maximum 0 at (0.3, 0.7).
@@ -903,13 +907,15 @@ mod tests {
         step.refit = Refit::Warm {
             growth: 0.5,
             max_gain: 0.05,
+            keep_grad: 0.0,
         };
         let p = policy(step, CostSetting::Uniform, BudgetSpec::default());
         let live = warm_refit_proposals(&p, 16, None);
         assert!(
             !Refit::Warm {
                 growth: 0.5,
-                max_gain: 0.0
+                max_gain: 0.0,
+                keep_grad: 0.0,
             }
             .scheduled(7)
         );
@@ -953,6 +959,66 @@ mod tests {
             }
         };
         assert_ne!(lost.params, live[10].params);
+    }
+
+    #[test]
+    fn kept_hyperparameters_replay_from_the_records() {
+        let mut step = step_config(AcquisitionName::LogEi);
+        step.refit = Refit::Warm {
+            growth: 0.5,
+            max_gain: 0.05,
+            keep_grad: KEEP_IN_TEST,
+        };
+        let p = policy(step, CostSetting::Uniform, BudgetSpec::default());
+        let live = warm_refit_proposals(&p, 20, None);
+        let kinds: Vec<Option<FitKind>> = live.iter().map(|q| q.fit).collect();
+        // Full fits where the schedule says so (and before: the design has no fit), kept and
+        // warm steps between.
+        for (k, q) in live.iter().enumerate() {
+            match q.fit {
+                None => assert_eq!(q.phase, Phase::InitialDesign, "step {k}"),
+                Some(FitKind::Full) => {}
+                Some(_) => assert!(!p.step.refit.scheduled(k), "step {k}: {kinds:?}"),
+            }
+        }
+        assert!(kinds.contains(&Some(FitKind::Kept)), "{kinds:?}");
+        assert!(kinds.contains(&Some(FitKind::Warm)), "{kinds:?}");
+        // A kept step has the previous step's kernel hyperparameters to the bit.
+        for w in live.windows(2) {
+            if w[1].fit == Some(FitKind::Kept) {
+                let (a, b) = (w[0].params.as_ref().unwrap(), w[1].params.as_ref().unwrap());
+                assert_eq!((&a.kernel, a.noise), (&b.kernel, b.noise));
+            }
+        }
+        // Resumed from the records after each kept or warm step: the same decisions.
+        type Decision = (Vec<u64>, u64, Option<GpParams>, Option<FitKind>);
+        let bits = |v: &[Proposal]| -> Vec<Decision> {
+            v.iter()
+                .map(|q| {
+                    let x = q.x.iter().map(|c| c.to_bits()).collect();
+                    (x, q.acquisition_value.to_bits(), q.params.clone(), q.fit)
+                })
+                .collect()
+        };
+        let resume_at: Vec<usize> = (1..20)
+            .filter(|&k| matches!(kinds[k - 1], Some(FitKind::Kept | FitKind::Warm)))
+            .take(4)
+            .collect();
+        assert!(resume_at.len() >= 2, "{kinds:?}");
+        for k1 in resume_at {
+            let resumed = warm_refit_proposals(&p, 20, Some(k1));
+            assert_eq!(bits(&resumed), bits(&live), "resumed at {k1}: {kinds:?}");
+        }
+        // Keeping changed decisions (the tolerance is not vacuous).
+        let mut warm = p.clone();
+        warm.step.refit = Refit::Warm {
+            growth: 0.5,
+            max_gain: 0.05,
+            keep_grad: 0.0,
+        };
+        let runs = warm_refit_proposals(&warm, 20, None);
+        assert!(!runs.iter().any(|q| q.fit == Some(FitKind::Kept)));
+        assert_ne!(bits(&runs), bits(&live));
     }
 
     #[test]

@@ -17,7 +17,8 @@
 //! later are optional, so records written before them still read.
 //!
 //! - A BO step's record ([`StepRecord`]) always carries `cost_params` and `stopping` (`null`
-//!   when absent) and B-MS-EI's `bmsei` summary only when the acquisition is `b_ms_ei`.
+//!   when absent), B-MS-EI's `bmsei` summary only when the acquisition is `b_ms_ei`, and how
+//!   the model was fitted (`fit`: `"full"`, `"warm"` or `"kept"`) only at model steps.
 //! - A cost-varying-variable-subsets step's record ([`CvsRecord`], key `cvs`) carries the control
 //!   set and the policy's scores instead.
 //!
@@ -27,7 +28,7 @@
 use crate::acquisition::bmsei::BmseiCarry;
 use crate::error::{Error, Result};
 use crate::gp::{GpParams, Kernel, KernelKind};
-use crate::policy::Phase;
+use crate::policy::{FitKind, Phase};
 use crate::run::Finished;
 use crate::stopping::Report;
 use serde::{Deserialize, Serialize};
@@ -148,6 +149,10 @@ pub struct StepRecord {
     /// B-MS-EI's budget summary (`b_ms_ei` only; absent otherwise).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bmsei: Option<BmseiSummary>,
+    /// How the objective model's hyperparameters were obtained: `"full"`, `"warm"` or `"kept"`
+    /// ([`FitKind`]; model steps only, absent in records written before it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fit: Option<FitKind>,
 }
 
 /// What a step of a cost-varying-variable-subsets study records: the control set and why.
@@ -369,5 +374,40 @@ impl StudyState {
     /// The state as stored.
     pub fn to_json(&self) -> serde_json::Value {
         serde_json::to_value(self).unwrap_or(serde_json::Value::Null)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_fit_kind_is_recorded_at_model_steps_and_absent_before() {
+        let mut r = DecisionRecord::new(Phase::Model, "log_ei");
+        // A record without it (as written before it was recorded) reads back without it and
+        // writes back the same JSON.
+        let old = r.to_json();
+        assert!(!old.to_string().contains("\"fit\""), "{old}");
+        assert_eq!(
+            DecisionRecord::from_json(old.clone()).unwrap().to_json(),
+            old
+        );
+        for (kind, name) in [
+            (FitKind::Full, "full"),
+            (FitKind::Warm, "warm"),
+            (FitKind::Kept, "kept"),
+        ] {
+            r.kind = RecordKind::Step(StepRecord {
+                fit: Some(kind),
+                ..StepRecord::default()
+            });
+            let v = r.to_json();
+            assert!(
+                v.to_string().contains(&format!("\"fit\":\"{name}\"")),
+                "{v}"
+            );
+            let back = DecisionRecord::from_json(v).unwrap();
+            assert_eq!(back.step().and_then(|s| s.fit), Some(kind));
+        }
     }
 }

@@ -116,6 +116,7 @@ impl LegacyStudyConfig {
             initial_design: self.policy.initial_design,
             seed: self.policy.seed,
             stopping: self.policy.stopping,
+            refit: None,
         };
         Ok(StudyConfig {
             study: self.study,
