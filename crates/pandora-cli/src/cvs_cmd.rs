@@ -1,10 +1,9 @@
 //! `pandora cvs`: the command line of the cost-varying variable subsets grid
 //! ([`pandora_experiment::cvs`]). See docs/cvs.md.
 
-use crate::grid_progress::GridProgress;
+use crate::grid::{self, GridArgs, GridProgress};
 use anyhow::{Result, bail};
-use pandora_experiment::shard::Shard;
-use pandora_experiment::{Options, cvs};
+use pandora_experiment::cvs;
 use std::path::PathBuf;
 
 /// Arguments of `pandora cvs`.
@@ -15,22 +14,8 @@ pub struct Args {
     command: Option<CvsCommand>,
     /// Experiment configuration (TOML).
     config: Option<String>,
-    /// Output directory (default `results/NAME`, `results/NAME-smoke` with --smoke).
-    #[arg(long)]
-    out: Option<PathBuf>,
-    /// Runs in parallel (default: the number of CPUs).
-    #[arg(long)]
-    jobs: Option<usize>,
-    /// Use the sizes of the configuration's [smoke] section.
-    #[arg(long)]
-    smoke: bool,
-    /// Do not print the summary table.
-    #[arg(long)]
-    quiet: bool,
-    /// Run only shard K of N (0-based); without it, taken from a Slurm array task's
-    /// SLURM_ARRAY_TASK_ID / _COUNT / _MIN when set (`--shard 0/1` runs everything).
-    #[arg(long, value_name = "K/N")]
-    shard: Option<String>,
+    #[command(flatten)]
+    grid: GridArgs,
 }
 
 #[derive(Debug, clap::Subcommand)]
@@ -69,17 +54,6 @@ pub fn main(args: Args) -> Result<()> {
              CONFIG`)"
         );
     };
-    let options = Options {
-        out: args.out.clone(),
-        jobs: args.jobs,
-        smoke: args.smoke,
-        shard: Shard::resolve(args.shard.as_deref())?,
-    };
-    let outcome = cvs::run_config(config, &options, &reporter)?;
-    if let Some(table) = &outcome.table
-        && !args.quiet
-    {
-        print!("{table}");
-    }
-    outcome.check()
+    let outcome = cvs::run_config(config, &args.grid.options()?, &reporter)?;
+    grid::finish(&outcome, &args.grid)
 }

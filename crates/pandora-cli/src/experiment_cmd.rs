@@ -2,11 +2,10 @@
 //! a grid of problems × policies × seeds run in parallel, one trace per run, resumable, with
 //! summaries of regret against cumulative cost. See docs/experiments.md.
 
-use crate::grid_progress::GridProgress;
+use crate::grid::{self, GridArgs, GridProgress};
 use anyhow::{Result, bail};
 use clap::Subcommand;
-use pandora_experiment::shard::Shard;
-use pandora_experiment::{Options, cluster, report};
+use pandora_experiment::{cluster, report};
 use std::path::PathBuf;
 
 /// Arguments of `pandora experiment`.
@@ -17,22 +16,8 @@ pub struct Args {
     command: Option<ExperimentCommand>,
     /// Experiment configuration (TOML).
     config: Option<String>,
-    /// Output directory (default `results/NAME`, `results/NAME-smoke` with --smoke).
-    #[arg(long)]
-    out: Option<PathBuf>,
-    /// Runs in parallel (default: the number of CPUs).
-    #[arg(long)]
-    jobs: Option<usize>,
-    /// Use the sizes of the configuration's [smoke] section.
-    #[arg(long)]
-    smoke: bool,
-    /// Do not print the summary table.
-    #[arg(long)]
-    quiet: bool,
-    /// Run only shard K of N (0-based, `0/4` … `3/4`); without it, taken from a Slurm array
-    /// task's SLURM_ARRAY_TASK_ID / _COUNT / _MIN when set (`--shard 0/1` runs everything).
-    #[arg(long, value_name = "K/N")]
-    shard: Option<String>,
+    #[command(flatten)]
+    grid: GridArgs,
 }
 
 #[derive(Debug, Subcommand)]
@@ -74,17 +59,10 @@ pub fn main(args: Args) -> Result<()> {
              `plan CONFIG`)"
         );
     };
-    let options = Options {
-        out: args.out.clone(),
-        jobs: args.jobs,
-        smoke: args.smoke,
-        shard: Shard::resolve(args.shard.as_deref())?,
-    };
-    let outcome = pandora_experiment::execute::run_config(config, &options, &GridProgress::new())?;
-    if let Some(table) = &outcome.table
-        && !args.quiet
-    {
-        print!("{table}");
-    }
-    outcome.check()
+    let outcome = pandora_experiment::execute::run_config(
+        config,
+        &args.grid.options()?,
+        &GridProgress::new(),
+    )?;
+    grid::finish(&outcome, &args.grid)
 }

@@ -1,7 +1,7 @@
 //! `pandora freeze-thaw-bench`: the command line of the freeze-thaw benchmark
 //! ([`pandora_experiment::freeze_thaw_bench`]). See docs/freeze-thaw.md.
 
-use crate::grid_progress::GridProgress;
+use crate::grid::GridProgress;
 use anyhow::Result;
 use std::path::PathBuf;
 

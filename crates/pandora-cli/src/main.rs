@@ -7,7 +7,7 @@ mod eval;
 mod experiment_cmd;
 mod freeze_thaw;
 mod ft_bench;
-mod grid_progress;
+mod grid;
 mod input;
 mod progress;
 mod serve_cmd;
