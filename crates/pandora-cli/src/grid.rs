@@ -7,7 +7,7 @@
 //! contain control sequences.
 
 use anyhow::Result;
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use pandora_experiment::shard::Shard;
 use pandora_experiment::{Options, Outcome};
 use std::io::IsTerminal;
@@ -57,26 +57,27 @@ pub fn finish(outcome: &Outcome, args: &GridArgs) -> Result<()> {
     outcome.check()
 }
 
-/// The command line's reporter: a bar on a terminal, lines on stderr.
+/// The command line's reporter: a bar on a terminal while runs run, lines on stderr.
 pub struct GridProgress {
     bar: ProgressBar,
+    terminal: bool,
 }
 
 impl GridProgress {
-    /// A reporter whose bar is drawn only when stderr is a terminal.
+    /// A reporter whose bar is drawn only when stderr is a terminal, and only between
+    /// [`Reporter::start`](pandora_experiment::Reporter::start) and `finish` (a plan's
+    /// calibration lines and the closing lines print without one).
     pub fn new() -> Self {
-        let bar = if std::io::stderr().is_terminal() {
-            let b = ProgressBar::new(0);
-            if let Ok(style) = ProgressStyle::with_template(
-                "{elapsed_precise} [{bar:40}] {pos}/{len} runs, eta {eta} {msg}",
-            ) {
-                b.set_style(style.progress_chars("=> "));
-            }
-            b
-        } else {
-            ProgressBar::hidden()
-        };
-        GridProgress { bar }
+        let bar = ProgressBar::hidden();
+        if let Ok(style) = ProgressStyle::with_template(
+            "{elapsed_precise} [{bar:40}] {pos}/{len} runs, eta {eta} {msg}",
+        ) {
+            bar.set_style(style.progress_chars("=> "));
+        }
+        GridProgress {
+            bar,
+            terminal: std::io::stderr().is_terminal(),
+        }
     }
 }
 
@@ -88,6 +89,9 @@ impl pandora_experiment::Reporter for GridProgress {
     fn start(&self, runs: usize) {
         self.bar.set_length(runs as u64);
         self.bar.set_position(0);
+        if self.terminal {
+            self.bar.set_draw_target(ProgressDrawTarget::stderr());
+        }
     }
 
     fn status(&self, message: &str) {
@@ -100,5 +104,6 @@ impl pandora_experiment::Reporter for GridProgress {
 
     fn finish(&self) {
         self.bar.finish_and_clear();
+        self.bar.set_draw_target(ProgressDrawTarget::hidden());
     }
 }
