@@ -12,7 +12,7 @@
 
 use crate::error::{Error, Result};
 use crate::gp::kernel::{Kernel, eval_r2_slice};
-use crate::linalg::{Cholesky, JitterPolicy, gemm, trmm};
+use crate::linalg::{Cholesky, JitterPolicy, gemm, padded_trmm, zero_upper};
 use faer::Mat;
 use multiversion::multiversion;
 use std::sync::OnceLock;
@@ -436,6 +436,8 @@ impl ExactGp {
             let n = self.n();
             let mut m = Mat::<f64>::identity(n, n);
             self.chol.solve_lower_in_place(m.as_mut());
+            // Exact zeros above the diagonal: the products with L⁻¹ skip them by blocks.
+            zero_upper(m.as_mut());
             m
         })
     }
@@ -531,7 +533,7 @@ impl ExactGp {
                 lower_matvec(linv.as_ref(), kq.col_as_slice(j), v.col_as_slice_mut(j));
             }
         } else {
-            trmm(
+            padded_trmm(
                 v.as_mut().subcols_mut(0, m),
                 linv.as_ref(),
                 false,
@@ -553,9 +555,9 @@ impl ExactGp {
                 lower_t_matvec(linv.as_ref(), v.col_as_slice(j), w.col_as_slice_mut(j));
             }
         } else {
-            trmm(
+            padded_trmm(
                 w.as_mut().subcols_mut(0, m),
-                linv.transpose(),
+                linv.as_ref(),
                 true,
                 v.as_ref().subcols(0, m),
             );
@@ -775,7 +777,7 @@ impl ExactGp {
         // V = L⁻¹ Kq, W = L⁻ᵀ V = K⁻¹ Kq.
         let linv = self.linv();
         let mut v = Mat::<f64>::zeros(n, m);
-        trmm(v.as_mut(), linv.as_ref(), false, kq.as_ref());
+        padded_trmm(v.as_mut(), linv.as_ref(), false, kq.as_ref());
         for j in 0..m {
             let c = v.col_as_slice(j);
             out.var[j] = (s2 - dot(c, c)).max(MIN_VARIANCE);
@@ -788,7 +790,7 @@ impl ExactGp {
             return Ok(out);
         }
         let mut w = Mat::<f64>::zeros(n, m);
-        trmm(w.as_mut(), linv.transpose(), true, v.as_ref());
+        padded_trmm(w.as_mut(), linv.as_ref(), true, v.as_ref());
         // Σ_i c_i ∂k(x_i, x_j)/∂x_jk = (2/ℓ_k) Σ_i c_i G_ij (x̃_jk − x̃_ik), for one vector `c`
         // (into `g1`) or two at once (`c2` into `g2`, sharing the pass over the training points).
         let mut t1 = vec![0.0; n];
@@ -887,6 +889,7 @@ impl ExactGp {
             li.as_mut()
                 .submatrix_mut(n, n, m, m)
                 .copy_from(cinv.as_ref());
+            zero_upper(li.as_mut());
             let _ = linv.set(li);
         }
         let mut x = self.x.clone();
