@@ -1,5 +1,5 @@
 //! `pandora freeze-thaw-bench CONFIG`: the freeze-thaw benchmark. Reads a TOML configuration
-//! (instances: LCDB datasets and the synthetic family; policies; seeds; budget), plays every
+//! (instances: LCDB datasets, the epoch-wise MLP table and the synthetic family; policies; seeds; budget), plays every
 //! (instance, policy, seed) with `pandora_problems::freeze_thaw` (in parallel), and writes
 //! `traces.csv` (every step), `summary.csv` (regret quartiles over seeds against cumulative
 //! cost) and `final.csv` (regret at the budget) to the output directory, plus a figure. See
@@ -13,7 +13,7 @@ use pandora_problems::freeze_thaw::summary::{
     BenchSettings, PolicyName, fraction_grid, play_one, quartiles, regret_quartiles,
 };
 use pandora_problems::freeze_thaw::synthetic::{SyntheticSpec, instance as synthetic_instance};
-use pandora_problems::freeze_thaw::{Table, Trace, lcdb};
+use pandora_problems::freeze_thaw::{Table, Trace, epochs, lcdb};
 use rayon::prelude::*;
 use serde::Deserialize;
 use std::fmt::Write as _;
@@ -49,6 +49,8 @@ struct Config {
     model: ModelConfig,
     #[serde(default)]
     lcdb: Option<LcdbConfig>,
+    #[serde(default)]
+    epochs: Option<EpochsConfig>,
     #[serde(default)]
     synthetic: Option<SyntheticConfig>,
     #[serde(default)]
@@ -106,6 +108,17 @@ struct LcdbConfig {
     datasets: Option<Vec<u64>>,
 }
 
+/// The epoch-wise MLP table (`pandora_problems::freeze_thaw::epochs`): its first `configs`
+/// configurations and `steps` epochs (default: all).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EpochsConfig {
+    #[serde(default)]
+    configs: Option<usize>,
+    #[serde(default)]
+    steps: Option<usize>,
+}
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct SyntheticConfig {
@@ -123,6 +136,8 @@ struct SmokeConfig {
     lcdb_datasets: Vec<u64>,
     synthetic_configs: Option<usize>,
     synthetic_steps: Option<usize>,
+    epochs_configs: Option<usize>,
+    epochs_steps: Option<usize>,
     /// A smaller budget (fewer decisions).
     budget_fraction: Option<f64>,
 }
@@ -164,6 +179,10 @@ fn load(path: &str, smoke: bool) -> Result<Config> {
         cfg.lcdb = Some(LcdbConfig {
             datasets: Some(s.lcdb_datasets),
         });
+        if let Some(e) = &mut cfg.epochs {
+            e.configs = s.epochs_configs.or(e.configs);
+            e.steps = s.epochs_steps.or(e.steps);
+        }
         if let Some(syn) = &mut cfg.synthetic {
             syn.configs = s.synthetic_configs.unwrap_or(syn.configs);
             syn.steps = s.synthetic_steps.unwrap_or(syn.steps);
@@ -211,6 +230,11 @@ fn families(cfg: &Config) -> Result<Vec<Family>> {
             ));
         }
     }
+    if let Some(e) = &cfg.epochs {
+        let rows = epochs::parse(epochs::EPOCHS_CSV)?;
+        let rows = epochs::subset(&rows, e.configs, e.steps).context("epochs")?;
+        out.push(Family::Fixed(epochs::instance_from(&rows)?));
+    }
     if let Some(s) = &cfg.synthetic {
         let spec = SyntheticSpec {
             configs: s.configs,
@@ -225,7 +249,7 @@ fn families(cfg: &Config) -> Result<Vec<Family>> {
         ));
     }
     if out.is_empty() {
-        bail!("give [lcdb] or [synthetic] instances");
+        bail!("give [lcdb], [epochs] or [synthetic] instances");
     }
     Ok(out)
 }
@@ -417,6 +441,7 @@ mod tests {
     use super::*;
 
     const CONFIG: &str = include_str!("../../../experiments/freeze_thaw_bench.toml");
+    const EPOCHS_CONFIG: &str = include_str!("../../../experiments/freeze_thaw_bench_epochs.toml");
 
     #[test]
     fn the_smoke_run_writes_traces_summary_and_figure() {
@@ -432,16 +457,46 @@ mod tests {
         )
         .unwrap();
         let finals = std::fs::read_to_string(out.join("final.csv")).unwrap();
-        // One line per (instance, policy): every policy on one LCDB dataset and the family.
+        // One line per (instance, policy): every policy on one LCDB dataset, the epochs table
+        // and the synthetic family.
         assert_eq!(
             finals.lines().count(),
-            1 + 2 * PolicyName::ALL.len(),
+            1 + 3 * PolicyName::ALL.len(),
             "{finals}"
         );
         assert!(finals.contains("lcdb-901,gittins,2,"), "{finals}");
+        assert!(finals.contains("mlp-digits-K16-T5,gittins,2,"), "{finals}");
         let traces = std::fs::read_to_string(out.join("traces.csv")).unwrap();
         assert!(traces.lines().count() > 10);
         assert!(out.join("summary.csv").exists() && out.join("freeze_thaw_bench.png").exists());
+    }
+
+    #[test]
+    fn the_epochs_config_runs_at_smoke_size() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = dir.path().join("e.toml");
+        std::fs::write(&cfg, EPOCHS_CONFIG).unwrap();
+        let out = dir.path().join("out");
+        let finals = run_config(
+            &cfg.to_string_lossy(),
+            Some(&out),
+            true,
+            &crate::reporter::Quiet,
+        )
+        .unwrap();
+        // The epochs table alone, at its smoke size, for every policy.
+        assert_eq!(
+            finals.lines().count(),
+            1 + PolicyName::ALL.len(),
+            "{finals}"
+        );
+        assert!(
+            finals
+                .lines()
+                .skip(1)
+                .all(|l| l.starts_with("mlp-digits-K16-T5,")),
+            "{finals}"
+        );
     }
 
     #[test]
@@ -464,6 +519,14 @@ mod tests {
             (
                 CONFIG.replace("datasets = [", "datasets = [7, "),
                 "openmlid",
+            ),
+            (
+                CONFIG.replace("[epochs]\n", "[epochs]\nconfigs = 999\n"),
+                "epochs: configs",
+            ),
+            (
+                CONFIG.replace("[epochs]\n", "[epochs]\nepoch = 3\n"),
+                "epoch",
             ),
         ];
         for (i, (text, want)) in cases.into_iter().enumerate() {

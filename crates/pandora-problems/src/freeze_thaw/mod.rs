@@ -24,6 +24,10 @@
 //! - [`lcdb`]: LCDB 1.0 learning curves (scikit-learn learners on OpenML datasets): steps are
 //!   growing training-set sizes, values the mean validation accuracy, the final objective the
 //!   mean test accuracy at the largest size kept, costs the measured training times.
+//! - [`epochs`]: epoch-wise learning curves of a scikit-learn MLP on the digits data (a few
+//!   hundred configurations on a Sobol design over five hyperparameters, embedded by their
+//!   design points): steps are epochs, values the validation accuracy, the final objective the
+//!   test accuracy after the last epoch, costs the measured epoch times.
 //! - [`synthetic`]: curves decaying exponentially toward asymptotes drawn from a Gaussian
 //!   process over `x`, with costs from another, seeded (known ground truth).
 //!
@@ -36,6 +40,7 @@
 
 pub mod baselines;
 pub mod driver;
+pub mod epochs;
 pub mod lcdb;
 pub mod model_policies;
 pub mod summary;

@@ -243,3 +243,136 @@ fn every_policy_is_deterministic_for_a_seed() {
         assert!(!a.rows.is_empty(), "{name:?}");
     }
 }
+
+/// A row of the epochs file for configuration `k` at `epoch` (hyperparameters from `k`).
+fn epochs_row(k: u64, epoch: u64, valid: f64, time: f64) -> String {
+    let u = 0.1 * k as f64;
+    format!(
+        "{k},{u},{u},{u},{u},{u},0.01,1e-4,{h},32,0.9,{epoch},{valid},{test},{time},{time}",
+        h = 8 + k,
+        test = valid - 0.01
+    )
+}
+
+#[test]
+fn epochs_loads_a_hand_made_table_and_its_errors_name_the_field() {
+    let head = epochs::COLUMNS.join(",");
+    // Two configurations, two epochs, rows out of order.
+    let text = [
+        head.clone(),
+        epochs_row(3, 2, 0.8, 0.02),
+        epochs_row(1, 1, 0.5, 0.01),
+        epochs_row(3, 1, 0.6, 0.03),
+        epochs_row(1, 2, 0.7, 0.04),
+    ]
+    .join("\n");
+    let t = epochs::instance_from(&epochs::parse(&text).unwrap()).unwrap();
+    assert_eq!((t.configs(), t.steps()), (2, 2));
+    assert_eq!(t.x(), [vec![0.1; 5], vec![0.1 * 3.0; 5]]);
+    assert_eq!(t.positions(), [1.0, 2.0]);
+    assert_eq!(t.weights(), [1.0, 1.0]);
+    assert_eq!(
+        (t.value(0, 0), t.value(0, 1), t.value(1, 1)),
+        (0.5, 0.7, 0.8)
+    );
+    assert_eq!((t.cost(0, 1), t.cost(1, 0)), (0.04, 0.03));
+    assert_eq!(t.final_objective(1), 0.8 - 0.01);
+    assert!(t.labels()[0].contains("hidden=9") && !t.labels()[0].contains(','));
+
+    let ok = epochs_row(1, 1, 0.5, 0.01);
+    let cases = [
+        (
+            format!("config,u_lr,u_alfa\n{ok}"),
+            "column 3 must be `u_alpha`",
+        ),
+        (format!("{head}\n{ok},7"), "line 2: 17 fields"),
+        (
+            format!("{head}\n{ok}\n{}", ok.replacen("0.1,", "1.5,", 1)),
+            "line 3: u_lr",
+        ),
+        (
+            format!("{head}\n{}", epochs_row(1, 1, 0.5, 0.0)),
+            "line 2: time_s",
+        ),
+        (
+            format!("{head}\n{}", epochs_row(1, 1, f64::NAN, 0.1)),
+            "line 2: valid_acc",
+        ),
+        (
+            format!("{head}\n{}", epochs_row(1, 0, 0.5, 0.1)),
+            "line 2: epoch",
+        ),
+    ];
+    for (text, want) in cases {
+        let e = epochs::parse(&text).unwrap_err().0;
+        assert!(e.contains(want), "{want}: {e}");
+    }
+    let rows = |lines: &[String]| epochs::parse(&format!("{head}\n{}", lines.join("\n"))).unwrap();
+    let missing = rows(&[
+        epochs_row(1, 1, 0.5, 0.1),
+        epochs_row(1, 2, 0.5, 0.1),
+        epochs_row(2, 2, 0.5, 0.1),
+    ]);
+    let e = epochs::instance_from(&missing).unwrap_err().0;
+    assert!(e.contains("config 2, epoch 1: missing"), "{e}");
+    let dup = rows(&[epochs_row(1, 1, 0.5, 0.1), epochs_row(1, 1, 0.6, 0.1)]);
+    let e = epochs::instance_from(&dup).unwrap_err().0;
+    assert!(e.contains("config 1, epoch 1: duplicate"), "{e}");
+    let other = epochs_row(1, 2, 0.5, 0.1).replace(",0.01,1e-4,", ",0.02,1e-4,");
+    let e = epochs::instance_from(&rows(&[epochs_row(1, 1, 0.5, 0.1), other]))
+        .unwrap_err()
+        .0;
+    assert!(
+        e.contains("config 1, epoch 2: hyperparameters differ"),
+        "{e}"
+    );
+    assert!(
+        epochs::instance_from(&[])
+            .unwrap_err()
+            .0
+            .contains("no rows")
+    );
+}
+
+#[test]
+fn the_shipped_epochs_file_loads_with_its_shape() {
+    let t = epochs::instance().unwrap();
+    assert_eq!((t.configs(), t.steps()), (256, 20));
+    assert!(t.x().iter().all(|x| x.len() == epochs::DIM));
+    assert_eq!(t.positions()[19], 20.0);
+    // Real curves: a wide spread of final accuracies, every epoch timed.
+    let (hi, lo) = t.final_range();
+    assert!(hi > 0.95 && lo < 0.5, "{hi} {lo}");
+    assert!(t.total_cost() > 1.0 && t.total_cost() < 1000.0);
+}
+
+#[test]
+fn an_epochs_subset_keeps_the_first_configurations_and_epochs() {
+    let rows = epochs::parse(epochs::EPOCHS_CSV).unwrap();
+    let t = epochs::instance_from(&epochs::subset(&rows, Some(16), Some(5)).unwrap()).unwrap();
+    let full = epochs::instance().unwrap();
+    assert_eq!(
+        (t.configs(), t.steps(), t.name()),
+        (16, 5, "mlp-digits-K16-T5")
+    );
+    assert_eq!(full.name(), "mlp-digits-K256-T20");
+    assert_eq!(
+        (t.x()[15].clone(), t.value(15, 4)),
+        (full.x()[15].clone(), full.value(15, 4))
+    );
+    // The final objective is the test accuracy after the last epoch kept.
+    let test5 = rows
+        .iter()
+        .find(|r| r.config == 3 && r.epoch == 5)
+        .unwrap()
+        .test;
+    assert_eq!(t.final_objective(3), test5);
+    for (k, e, want) in [
+        (Some(0), None, "configs"),
+        (Some(257), None, "configs"),
+        (None, Some(21), "epochs"),
+    ] {
+        let err = epochs::subset(&rows, k, e).unwrap_err().0;
+        assert!(err.starts_with(want), "{want}: {err}");
+    }
+}
