@@ -433,8 +433,8 @@ fn configuration_errors_are_clear() {
 
 /// Every `pandora experiment` configuration in `experiments/` parses, and its smoke size runs end
 /// to end. The `cvs_*.toml` grids belong to `pandora cvs` and are checked in `cvs_cli.rs`;
-/// `freeze_thaw_bench*.toml` belongs to `pandora freeze-thaw-bench` and is checked by
-/// `ft_bench.rs`'s tests.
+/// `freeze_thaw_bench*.toml` belongs to `pandora freeze-thaw-bench` and is checked by the tests
+/// of `pandora_experiment::freeze_thaw_bench`.
 #[test]
 fn paper_configs_run_at_smoke_size() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../experiments");

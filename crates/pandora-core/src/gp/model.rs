@@ -149,8 +149,8 @@ impl Workspace {
 struct WorkspacePool(std::sync::Mutex<Vec<Workspace>>);
 
 impl WorkspacePool {
-    /// A workspace for `n` training points in `d` dimensions and blocks of `block` points: a pooled one that fits,
-    /// or a new one.
+    /// A workspace for `n` training points in `d` dimensions and blocks of `block` points: a
+    /// pooled one that fits, or a new one.
     fn take(&self, n: usize, d: usize, block: usize, grad: bool) -> Workspace {
         let mut pool = self
             .0
