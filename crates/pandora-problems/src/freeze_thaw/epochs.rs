@@ -74,37 +74,11 @@ pub struct Row {
 
 /// Parses the CSV text (header [`COLUMNS`]).
 pub fn parse(text: &str) -> Result<Vec<Row>, ProblemError> {
-    let mut lines = text.lines().enumerate();
-    let header = lines.next().map(|(_, h)| h.trim()).unwrap_or("");
-    let names: Vec<&str> = header.split(',').collect();
-    for (i, col) in COLUMNS.iter().enumerate() {
-        if names.get(i) != Some(col) {
-            return Err(ProblemError(format!(
-                "line 1: column {} must be `{col}` (found `{}`)",
-                i + 1,
-                names.get(i).unwrap_or(&"")
-            )));
-        }
-    }
-    let mut rows = Vec::new();
-    for (i, line) in lines {
-        if line.trim().is_empty() {
-            continue;
-        }
-        rows.push(parse_row(line).map_err(|e| ProblemError(format!("line {}: {e}", i + 1)))?);
-    }
-    Ok(rows)
+    super::parse_csv(text, &COLUMNS, parse_row)
 }
 
-fn parse_row(line: &str) -> Result<Row, ProblemError> {
-    let f: Vec<&str> = line.trim().split(',').collect();
-    if f.len() != COLUMNS.len() {
-        return Err(ProblemError(format!(
-            "{} fields, expected {}",
-            f.len(),
-            COLUMNS.len()
-        )));
-    }
+/// One data line's fields (as many as [`COLUMNS`]).
+fn parse_row(f: &[&str]) -> Result<Row, ProblemError> {
     let num = |i: usize, ok: fn(f64) -> bool, what: &str| -> Result<f64, ProblemError> {
         let v = f[i].parse::<f64>().ok().filter(|v| v.is_finite());
         match v {

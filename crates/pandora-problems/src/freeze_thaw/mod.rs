@@ -250,3 +250,43 @@ pub(crate) fn permutation(n: usize, rng: &mut impl rand::Rng) -> Vec<usize> {
     }
     p
 }
+
+/// Parses a shipped table: a header line that must start with `columns` (in order), then one row
+/// per non-empty line, split at commas into exactly `columns.len()` fields and read by `row`.
+/// Errors name the line (`line 12: …`) and, for the header, the column.
+fn parse_csv<R>(
+    text: &str,
+    columns: &[&str],
+    row: impl Fn(&[&str]) -> Result<R, ProblemError>,
+) -> Result<Vec<R>, ProblemError> {
+    let mut lines = text.lines().enumerate();
+    let header = lines.next().map(|(_, h)| h.trim()).unwrap_or("");
+    let names: Vec<&str> = header.split(',').collect();
+    for (i, col) in columns.iter().enumerate() {
+        if names.get(i) != Some(col) {
+            return Err(ProblemError(format!(
+                "line 1: column {} must be `{col}` (found `{}`)",
+                i + 1,
+                names.get(i).unwrap_or(&"")
+            )));
+        }
+    }
+    let mut rows = Vec::new();
+    for (i, line) in lines {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let fields: Vec<&str> = line.trim().split(',').collect();
+        let parsed = if fields.len() == columns.len() {
+            row(&fields)
+        } else {
+            Err(ProblemError(format!(
+                "{} fields, expected {}",
+                fields.len(),
+                columns.len()
+            )))
+        };
+        rows.push(parsed.map_err(|e| ProblemError(format!("line {}: {e}", i + 1)))?);
+    }
+    Ok(rows)
+}
