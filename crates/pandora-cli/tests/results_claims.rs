@@ -75,6 +75,20 @@ enum Computation {
     },
     /// max − min of the referenced values.
     Spread { refs: Vec<String> },
+    /// One referenced value times `scale` (100 for a fraction stated in percent).
+    Value {
+        value: String,
+        #[serde(default = "default_scale")]
+        scale: f64,
+    },
+    /// The lowest and the highest of the referenced values, times `scale`.
+    Range {
+        refs: Vec<String>,
+        #[serde(default = "default_scale")]
+        scale: f64,
+    },
+    /// The sum of the referenced values (counts: "in 79 of 80 runs").
+    Sum { refs: Vec<String> },
     /// The number of cells in which `target` is lower than every rule in `others`; a cell is a
     /// key with `{rule}` where the rule goes.
     LowestCount {
@@ -89,11 +103,27 @@ fn default_mean() -> String {
     "mean".into()
 }
 
+fn default_scale() -> f64 {
+    1.0
+}
+
+/// The lowest and the highest of the values of `refs`.
+fn range(t: &Table, refs: &[String]) -> Result<(f64, f64), String> {
+    let v = refs
+        .iter()
+        .map(|r| t.reference(r))
+        .collect::<Result<Vec<_>, _>>()?;
+    let lo = v.iter().copied().reduce(f64::min).ok_or("refs is empty")?;
+    let hi = v.iter().copied().reduce(f64::max).ok_or("refs is empty")?;
+    Ok((lo, hi))
+}
+
 fn default_se2() -> String {
     "se2".into()
 }
 
-/// A summary CSV: rows keyed by `problem|policy[|rule|lambda]`.
+/// A summary CSV: rows keyed by `problem|policy[|rule|lambda]` (`instance` in place of `problem`
+/// in the freeze-thaw benchmark's files).
 #[derive(Debug, Clone)]
 struct Table {
     columns: Vec<String>,
@@ -101,7 +131,7 @@ struct Table {
 }
 
 /// The columns that identify a row, in key order (those the file has).
-const KEY_COLUMNS: [&str; 4] = ["problem", "policy", "rule", "lambda"];
+const KEY_COLUMNS: [&str; 5] = ["problem", "instance", "policy", "rule", "lambda"];
 
 /// Splits one CSV line; fields may be double-quoted (`"pbgi_d(0.1,2)"`), with `""` for a quote.
 fn csv_fields(line: &str) -> Vec<String> {
@@ -133,7 +163,7 @@ fn parse_table(text: &str) -> Result<Table, String> {
         .filter_map(|k| columns.iter().position(|c| c == k))
         .collect();
     if key_idx.is_empty() {
-        return Err("no key column (problem, policy, rule, lambda)".into());
+        return Err("no key column (problem, instance, policy, rule, lambda)".into());
     }
     let mut rows = BTreeMap::new();
     for (i, line) in lines.enumerate() {
@@ -225,13 +255,22 @@ fn compute(c: &Computation, t: &Table) -> Result<Vec<f64>, String> {
             Ok(vec![d, e])
         }
         Computation::Spread { refs } => {
-            let v = refs
-                .iter()
-                .map(|r| t.reference(r))
-                .collect::<Result<Vec<_>, _>>()?;
-            let lo = v.iter().copied().reduce(f64::min).ok_or("refs is empty")?;
-            let hi = v.iter().copied().reduce(f64::max).ok_or("refs is empty")?;
+            let (lo, hi) = range(t, refs)?;
             Ok(vec![hi - lo])
+        }
+        Computation::Value { value, scale } => Ok(vec![t.reference(value)? * scale]),
+        Computation::Range { refs, scale } => {
+            let (lo, hi) = range(t, refs)?;
+            Ok(vec![lo * scale, hi * scale])
+        }
+        Computation::Sum { refs } => {
+            if refs.is_empty() {
+                return Err("refs is empty".into());
+            }
+            refs.iter()
+                .map(|r| t.reference(r))
+                .sum::<Result<f64, _>>()
+                .map(|x| vec![x])
         }
         Computation::LowestCount {
             target,
@@ -459,4 +498,41 @@ fn precision_is_the_printed_one() {
             .unwrap_err()
             .contains("no column 'median'")
     );
+}
+
+#[test]
+fn values_ranges_and_sums_with_an_empty_key_field() {
+    // The freeze-thaw files: keyed by instance, policy and λ (empty for a policy without one).
+    let t = parse_table(
+        "instance,policy,lambda,spent,stopped\n\
+         i,gittins,0.05,0.023,16\ni,gittins,0.01,0.05,15\ni,asha,,0.3,0\n",
+    )
+    .unwrap();
+    let value = Computation::Value {
+        value: "i|gittins|0.05:spent".into(),
+        scale: 100.0,
+    };
+    assert!((compute(&value, &t).unwrap()[0] - 2.3).abs() < 1e-12);
+    let refs = |keys: &[&str], col: &str| keys.iter().map(|k| format!("{k}:{col}")).collect();
+    let r = Computation::Range {
+        refs: refs(&["i|gittins|0.05", "i|gittins|0.01", "i|asha|"], "spent"),
+        scale: 1.0,
+    };
+    assert_eq!(compute(&r, &t).unwrap(), vec![0.023, 0.3]);
+    let sum = Computation::Sum {
+        refs: refs(&["i|gittins|0.05", "i|gittins|0.01"], "stopped"),
+    };
+    assert_eq!(compute(&sum, &t).unwrap(), vec![31.0]);
+    let claim = |stated: &str| Claim {
+        id: "x".into(),
+        file: "f".into(),
+        text: format!("stopped itself in {stated} of 32 runs"),
+        stated: vec![stated.into()],
+        computation: sum.clone(),
+    };
+    let doc = "it stopped itself in 31 of 32 runs; it stopped itself in 30 of 32 runs";
+    check(&claim("31"), doc, &t).expect("31 holds");
+    check(&claim("30"), doc, &t).expect_err("30 is not the sum");
+    let empty = Computation::Sum { refs: vec![] };
+    assert!(compute(&empty, &t).unwrap_err().contains("empty"));
 }

@@ -1,11 +1,15 @@
 //! `pandora freeze-thaw-bench CONFIG`: the freeze-thaw benchmark. Reads a TOML configuration
 //! (instances: LCDB datasets, the epoch-wise MLP table and the synthetic family; policies; seeds; budget), plays every
-//! (instance, policy, seed) with `pandora_problems::freeze_thaw` (in parallel), and writes
+//! (instance, policy, λ, seed) with `pandora_problems::freeze_thaw` (in parallel), and writes
 //! `traces.csv` (every step), `summary.csv` (regret quartiles over seeds against cumulative
 //! cost) and `final.csv` (regret at the budget) to the output directory, plus a figure. See
 //! docs/freeze-thaw.md ("Benchmark") and `experiments/freeze_thaw_bench.toml`.
+//!
+//! `lambda` is one value or a sweep (`lambda = [0.002, 0.01, 0.05]`): the policies whose
+//! decisions depend on it ([`PolicyName::uses_lambda`]) run once per value, the others once;
+//! every output file has a `lambda` column (empty for the policies that ignore it).
 
-use crate::plot::{Figure, Legend, Panel, Series, render};
+use crate::plot::{Figure, Legend, Panel, Series, Style, render};
 use crate::reporter::Reporter;
 use anyhow::{Context, Result, bail};
 use pandora_problems::freeze_thaw::model_policies::ModelSettings;
@@ -32,8 +36,8 @@ struct Config {
     policies: Vec<PolicyName>,
     #[serde(default = "default_budget")]
     budget_fraction: f64,
-    #[serde(default = "default_lambda")]
-    lambda: f64,
+    #[serde(default)]
+    lambda: Lambdas,
     #[serde(default = "default_eta")]
     eta: usize,
     #[serde(default = "default_three")]
@@ -63,9 +67,6 @@ fn all_policies() -> Vec<PolicyName> {
 fn default_budget() -> f64 {
     0.3
 }
-fn default_lambda() -> f64 {
-    0.05
-}
 fn default_eta() -> usize {
     3
 }
@@ -77,6 +78,91 @@ fn default_grid_low() -> f64 {
 }
 fn default_grid_points() -> usize {
     40
+}
+
+/// `lambda`: the value worth the whole budget, one value or a sweep.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+enum Lambdas {
+    One(f64),
+    Sweep(Vec<f64>),
+}
+
+impl Default for Lambdas {
+    fn default() -> Self {
+        Lambdas::One(BenchSettings::default().lambda)
+    }
+}
+
+impl Lambdas {
+    fn values(&self) -> &[f64] {
+        match self {
+            Lambdas::One(l) => std::slice::from_ref(l),
+            Lambdas::Sweep(v) => v,
+        }
+    }
+
+    /// Refuses an empty sweep, a repeated value and values that are not finite and > 0.
+    fn check(&self) -> Result<()> {
+        let v = self.values();
+        if v.is_empty() {
+            bail!("lambda: give at least one value");
+        }
+        for (i, &l) in v.iter().enumerate() {
+            if !(l.is_finite() && l > 0.0) {
+                bail!("lambda: {l} must be finite and > 0");
+            }
+            if v[..i].contains(&l) {
+                bail!("lambda: {l} is given twice");
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One line of the benchmark: a policy, at one `λ` if it uses it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Variant {
+    policy: PolicyName,
+    lambda: Option<f64>,
+}
+
+impl Variant {
+    /// Every policy, those that use `λ` once per value of `lambdas`.
+    fn all(policies: &[PolicyName], lambdas: &[f64]) -> Vec<Variant> {
+        policies
+            .iter()
+            .flat_map(|&policy| {
+                let ls: Vec<Option<f64>> = if policy.uses_lambda() {
+                    lambdas.iter().copied().map(Some).collect()
+                } else {
+                    vec![None]
+                };
+                ls.into_iter().map(move |lambda| Variant { policy, lambda })
+            })
+            .collect()
+    }
+
+    /// The `lambda` column: the value, or empty for a policy that ignores it.
+    fn lambda_field(&self) -> String {
+        self.lambda.map(|l| l.to_string()).unwrap_or_default()
+    }
+
+    /// The legend: the policy, with its `λ` when the configuration sweeps it.
+    fn label(&self, sweep: bool) -> String {
+        match self.lambda {
+            Some(l) if sweep => format!("{} λ={l}", self.policy.as_str()),
+            _ => self.policy.as_str().to_string(),
+        }
+    }
+
+    /// The settings the variant plays with.
+    fn settings(&self, base: &BenchSettings) -> BenchSettings {
+        BenchSettings {
+            lambda: self.lambda.unwrap_or(base.lambda),
+            ..base.clone()
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -194,6 +280,7 @@ fn load(path: &str, smoke: bool) -> Result<Config> {
     if !(cfg.grid_low > 0.0 && cfg.grid_low < cfg.budget_fraction && cfg.grid_points >= 2) {
         bail!("{path}: grid_low must be in (0, budget_fraction) and grid_points ≥ 2");
     }
+    cfg.lambda.check().with_context(|| path.to_string())?;
     settings(&cfg)
         .validate()
         .with_context(|| path.to_string())?;
@@ -203,7 +290,7 @@ fn load(path: &str, smoke: bool) -> Result<Config> {
 fn settings(cfg: &Config) -> BenchSettings {
     BenchSettings {
         budget_fraction: cfg.budget_fraction,
-        lambda: cfg.lambda,
+        lambda: cfg.lambda.values()[0],
         eta: cfg.eta,
         median_grace: cfg.median_grace,
         median_min_runs: cfg.median_min_runs,
@@ -254,10 +341,10 @@ fn families(cfg: &Config) -> Result<Vec<Family>> {
     Ok(out)
 }
 
-/// One played (instance, policy, seed).
+/// One played (instance, variant, seed).
 struct Played {
     family: usize,
-    policy: PolicyName,
+    variant: Variant,
     seed: u64,
     total_cost: f64,
     labels: Vec<String>,
@@ -282,22 +369,23 @@ pub fn run_config(
     let out = out.map_or_else(|| cfg.out.clone(), Path::to_path_buf);
     let fams = families(&cfg)?;
     let s = settings(&cfg);
-    let jobs: Vec<(usize, PolicyName, u64)> = (0..fams.len())
+    let variants = Variant::all(&cfg.policies, cfg.lambda.values());
+    let jobs: Vec<(usize, Variant, u64)> = (0..fams.len())
         .flat_map(|f| {
-            cfg.policies
+            variants
                 .iter()
-                .flat_map(move |&p| (0..cfg.seeds).map(move |seed| (f, p, seed)))
+                .flat_map(move |&v| (0..cfg.seeds).map(move |seed| (f, v, seed)))
         })
         .collect();
     let start = std::time::Instant::now();
     let played: Vec<Played> = jobs
         .par_iter()
-        .map(|&(f, p, seed)| {
+        .map(|&(f, v, seed)| {
             let table = fams[f].table(seed)?;
-            let trace = play_one(&table, p, &s, seed)?;
+            let trace = play_one(&table, v.policy, &v.settings(&s), seed)?;
             Ok(Played {
                 family: f,
-                policy: p,
+                variant: v,
                 seed,
                 total_cost: table.total_cost(),
                 labels: table.labels().to_vec(),
@@ -308,7 +396,8 @@ pub fn run_config(
     std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
     write(&out.join("traces.csv"), &traces_csv(&fams, &played))?;
     let grid = fraction_grid(cfg.grid_low, cfg.budget_fraction, cfg.grid_points);
-    let (summary, fig, finals) = summarize(&fams, &cfg.policies, &played, &grid);
+    let sweep = cfg.lambda.values().len() > 1;
+    let (summary, fig, finals) = summarize(&fams, &variants, sweep, &played, &grid);
     write(&out.join("summary.csv"), &summary)?;
     write(&out.join("final.csv"), &finals)?;
     if let Some(dir) = figure.parent().filter(|d| !d.as_os_str().is_empty()) {
@@ -331,15 +420,16 @@ fn write(path: &Path, text: &str) -> Result<()> {
 
 fn traces_csv(fams: &[Family], played: &[Played]) -> String {
     let mut s = String::from(
-        "instance,policy,seed,run,config,label,step,cost,cumulative_cost,cost_fraction,value,regret\n",
+        "instance,policy,lambda,seed,run,config,label,step,cost,cumulative_cost,cost_fraction,value,regret\n",
     );
     for p in played {
         for r in &p.trace.rows {
             let _ = writeln!(
                 s,
-                "{},{},{},{},{},{},{},{},{},{},{},{}",
+                "{},{},{},{},{},{},{},{},{},{},{},{},{}",
                 fams[p.family].name(),
-                p.policy.as_str(),
+                p.variant.policy.as_str(),
+                p.variant.lambda_field(),
                 p.seed,
                 r.run,
                 r.config,
@@ -359,14 +449,16 @@ fn traces_csv(fams: &[Family], played: &[Played]) -> String {
 /// `summary.csv`, the figure and `final.csv` (regret at the budget, cost spent, stops).
 fn summarize(
     fams: &[Family],
-    policies: &[PolicyName],
+    variants: &[Variant],
+    sweep: bool,
     played: &[Played],
     grid: &[f64],
 ) -> (String, Figure, String) {
-    let mut summary =
-        String::from("instance,policy,cost_fraction,seeds,regret_q25,regret_median,regret_q75\n");
+    let mut summary = String::from(
+        "instance,policy,lambda,cost_fraction,seeds,regret_q25,regret_median,regret_q75\n",
+    );
     let mut finals = String::from(
-        "instance,policy,seeds,regret_q25,regret_median,regret_q75,spent_fraction_median,stopped\n",
+        "instance,policy,lambda,seeds,regret_q25,regret_median,regret_q75,spent_fraction_median,stopped\n",
     );
     let mut fig = Figure {
         title: "Freeze-thaw benchmark: regret of the final objective against cumulative cost (median, quartile band)".into(),
@@ -384,19 +476,19 @@ fn summarize(
             },
             ..Panel::default()
         };
-        for (i, &p) in policies.iter().enumerate() {
+        for (i, v) in variants.iter().enumerate() {
             let runs: Vec<&Played> = played
                 .iter()
-                .filter(|r| r.family == f && r.policy == p)
+                .filter(|r| r.family == f && r.variant == *v)
                 .collect();
+            let (name, lambda) = (v.policy.as_str(), v.lambda_field());
             let pairs: Vec<(&Trace, f64)> = runs.iter().map(|r| (&r.trace, r.total_cost)).collect();
             let q = regret_quartiles(&pairs, grid);
             for (g, q) in grid.iter().zip(&q) {
                 let _ = writeln!(
                     summary,
-                    "{},{},{g},{},{},{},{}",
+                    "{},{name},{lambda},{g},{},{},{},{}",
                     fam.name(),
-                    p.as_str(),
                     runs.len(),
                     q.q25,
                     q.median,
@@ -412,9 +504,8 @@ fn summarize(
             let sq = quartiles(&spent);
             let _ = writeln!(
                 finals,
-                "{},{},{},{:.5},{:.5},{:.5},{:.4},{stopped}",
+                "{},{name},{lambda},{},{:.5},{:.5},{:.5},{:.4},{stopped}",
                 fam.name(),
-                p.as_str(),
                 runs.len(),
                 last.q25,
                 last.median,
@@ -423,12 +514,13 @@ fn summarize(
             );
             let xs: Vec<f64> = grid.iter().map(|g| g.log10()).collect();
             panel.series.push(
-                Series::line(p.as_str(), xs, q.iter().map(|q| q.median).collect())
+                Series::line(v.label(sweep), xs, q.iter().map(|q| q.median).collect())
                     .with_band(
                         q.iter().map(|q| q.q25).collect(),
                         q.iter().map(|q| q.q75).collect(),
                     )
-                    .with_color(i),
+                    .with_color(i)
+                    .with_style(if i < 10 { Style::Line } else { Style::Dashed }),
             );
         }
         fig.panels.push(panel);
@@ -464,8 +556,13 @@ mod tests {
             1 + 3 * PolicyName::ALL.len(),
             "{finals}"
         );
-        assert!(finals.contains("lcdb-901,gittins,2,"), "{finals}");
-        assert!(finals.contains("mlp-digits-K16-T5,gittins,2,"), "{finals}");
+        assert!(finals.contains("lcdb-901,gittins,0.05,2,"), "{finals}");
+        assert!(
+            finals.contains("mlp-digits-K16-T5,gittins,0.05,2,"),
+            "{finals}"
+        );
+        // A policy that ignores λ has an empty `lambda` column.
+        assert!(finals.contains("lcdb-901,asha,,2,"), "{finals}");
         let traces = std::fs::read_to_string(out.join("traces.csv")).unwrap();
         assert!(traces.lines().count() > 10);
         assert!(out.join("summary.csv").exists() && out.join("freeze_thaw_bench.png").exists());
@@ -499,6 +596,101 @@ mod tests {
         );
     }
 
+    /// Every `experiments/freeze_thaw_bench*.toml` loads and runs at its smoke size (the
+    /// tests above check what the main and epochs configurations write).
+    #[test]
+    fn every_shipped_config_runs_at_smoke_size() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../experiments");
+        let mut configs: Vec<PathBuf> = std::fs::read_dir(&root)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| {
+                p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with("freeze_thaw_bench") && n.ends_with(".toml"))
+            })
+            .collect();
+        configs.sort();
+        assert!(configs.len() >= 3, "{configs:?}");
+        let dir = tempfile::tempdir().unwrap();
+        for (i, c) in configs.iter().enumerate() {
+            let out = dir.path().join(i.to_string());
+            let finals = run_config(
+                c.to_str().unwrap(),
+                Some(&out),
+                true,
+                &crate::reporter::Quiet,
+            )
+            .unwrap_or_else(|e| panic!("{}: {e:#}", c.display()));
+            assert!(finals.lines().count() > 1, "{}: {finals}", c.display());
+        }
+    }
+
+    /// A sweep runs the policies that use λ once per value and the others once, and a value's
+    /// lines are those of a run at that value alone.
+    #[test]
+    fn a_lambda_sweep_runs_each_value_and_matches_single_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = EPOCHS_CONFIG.replace(
+            "policies = [\"gittins\", \"pbgi\", \"log_eipc\", \"hyperband\", \"asha\", \"median\", \"random\"]",
+            "policies = [\"gittins\", \"pbgi\", \"asha\"]",
+        );
+        assert_ne!(base, EPOCHS_CONFIG, "the policies line did not match");
+        let run = |name: &str, lambda: &str| {
+            let text = base.replace("lambda = 0.05", &format!("lambda = {lambda}"));
+            assert_ne!(text, base, "the lambda line did not match");
+            let cfg = dir.path().join(format!("{name}.toml"));
+            std::fs::write(&cfg, text).unwrap();
+            let out = dir.path().join(name);
+            let finals = run_config(
+                &cfg.to_string_lossy(),
+                Some(&out),
+                true,
+                &crate::reporter::Quiet,
+            )
+            .unwrap();
+            let traces = std::fs::read_to_string(out.join("traces.csv")).unwrap();
+            (finals, traces)
+        };
+        let (sweep, sweep_traces) = run("sweep", "[0.002, 0.05]");
+        let lines: Vec<&str> = sweep.lines().skip(1).collect();
+        let keys: Vec<String> = lines
+            .iter()
+            .map(|l| l.split(',').skip(1).take(2).collect::<Vec<_>>().join(","))
+            .collect();
+        assert_eq!(
+            keys,
+            [
+                "gittins,0.002",
+                "gittins,0.05",
+                "pbgi,0.002",
+                "pbgi,0.05",
+                "asha,"
+            ],
+            "{sweep}"
+        );
+        let (single, single_traces) = run("single", "5e-2");
+        for line in single.lines().skip(1) {
+            assert!(sweep.contains(line), "{line} not in\n{sweep}");
+        }
+        // The traces at 0.05 are the same rows in both runs; 0.002 changes the Gittins policy's.
+        let rows = |t: &str, key: &str| -> Vec<String> {
+            t.lines()
+                .filter(|l| l.split(',').skip(1).take(2).collect::<Vec<_>>().join(",") == key)
+                .map(String::from)
+                .collect()
+        };
+        assert_eq!(
+            rows(&sweep_traces, "gittins,0.05"),
+            rows(&single_traces, "gittins,0.05")
+        );
+        assert!(!rows(&single_traces, "gittins,0.05").is_empty());
+        assert_ne!(
+            rows(&sweep_traces, "gittins,0.002"),
+            rows(&sweep_traces, "gittins,0.05")
+        );
+    }
+
     #[test]
     fn configuration_errors_name_the_field() {
         let dir = tempfile::tempdir().unwrap();
@@ -528,6 +720,16 @@ mod tests {
                 CONFIG.replace("[epochs]\n", "[epochs]\nepoch = 3\n"),
                 "epoch",
             ),
+            (CONFIG.replace("lambda = 0.05", "lambda = []"), "lambda"),
+            (
+                CONFIG.replace("lambda = 0.05", "lambda = [0.01, 0.01]"),
+                "lambda: 0.01 is given twice",
+            ),
+            (
+                CONFIG.replace("lambda = 0.05", "lambda = [0.01, -1.0]"),
+                "lambda: -1",
+            ),
+            (CONFIG.replace("lambda = 0.05", "lambda = \"x\""), "lambda"),
         ];
         for (i, (text, want)) in cases.into_iter().enumerate() {
             assert_ne!(text, CONFIG, "{want}: the replacement did not apply");

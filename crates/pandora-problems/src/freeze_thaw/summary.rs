@@ -5,7 +5,8 @@
 //! The budget of an instance is `budget_fraction` times the cost of training every
 //! configuration to the end. The cost-aware policies trade value for cost at
 //! `λ = lambda / budget`: `lambda` is the value a user would give up to save the whole budget
-//! (the same for every cost-aware policy; the others ignore it).
+//! (the same for every cost-aware policy; the others ignore it, see
+//! [`PolicyName::uses_lambda`]).
 //!
 //! # Summary
 //! Regret at cumulative costs `f·C` (`C` the cost of the whole table) for fractions `f` on a
@@ -61,6 +62,12 @@ impl PolicyName {
             PolicyName::LogEipc => "log_eipc",
             PolicyName::Random => "random",
         }
+    }
+
+    /// Whether the policy's decisions depend on `λ` (the Gittins policy's steps and stop, and
+    /// PBGI's choice of configuration); the others ignore it, so a `λ` sweep runs them once.
+    pub fn uses_lambda(self) -> bool {
+        matches!(self, PolicyName::Gittins | PolicyName::Pbgi)
     }
 }
 

@@ -244,6 +244,33 @@ fn every_policy_is_deterministic_for_a_seed() {
     }
 }
 
+/// `uses_lambda` is what a λ sweep relies on: the policies it names change their decisions with
+/// λ on some instance, the others play the same steps at every λ.
+#[test]
+fn exactly_the_policies_that_use_lambda_change_with_it() {
+    // PBGI and LogEIPC without pausing give every unstarted configuration the same estimated
+    // cost, so λ moves PBGI's choice only through the trade of mean against spread: it takes
+    // enough configurations to see it.
+    let spec = synthetic::SyntheticSpec {
+        configs: 20,
+        steps: 3,
+        ..Default::default()
+    };
+    let at = |lambda: f64, name: PolicyName, seed: u64| {
+        let tb = synthetic::instance(&spec, seed).unwrap();
+        let s = BenchSettings {
+            budget_fraction: 0.6,
+            lambda,
+            ..Default::default()
+        };
+        steps(&play_one(&tb, name, &s, seed).unwrap())
+    };
+    for name in PolicyName::ALL {
+        let changed = (0..4).any(|seed| at(1e-4, name, seed) != at(5.0, name, seed));
+        assert_eq!(changed, name.uses_lambda(), "{name:?}");
+    }
+}
+
 /// A row of the epochs file for configuration `k` at `epoch` (hyperparameters from `k`).
 fn epochs_row(k: u64, epoch: u64, valid: f64, time: f64) -> String {
     let u = 0.1 * k as f64;
