@@ -167,10 +167,15 @@ pub trait Grid: Sync {
     /// thread's CPU clock ([`crate::cpu_clock`]; the planner calls it on a rayon pool of one
     /// thread).
     fn calibrate(&self, group: Group, steps: usize) -> Result<Rate>;
-    /// Groups with the same key share one calibration (of the first of them): the key of
-    /// `group`, by default the group itself.
+    /// Groups with the same key share one calibration: the key of `group`, by default the group
+    /// itself.
     fn calibration_key(&self, group: Group) -> Group {
         group
+    }
+    /// Among the groups of a key, the one calibrated is the one of lowest rank (the first of
+    /// them on ties); by default all rank 0.
+    fn calibration_rank(&self, _group: Group) -> f64 {
+        0.0
     }
     /// Estimated seconds of every shared set-up needed by a run of `runs` still to do (indexed
     /// as [`PlannedRun::setup`]), and a line for the report; none by default. Timing a set-up
@@ -214,10 +219,14 @@ fn rates(
         .into_iter()
         .filter(|g| !sources.contains_key(g))
         .collect();
-    // The first group of each key is calibrated; the others share its result.
+    // The lowest-ranked (then first) group of each key is calibrated; the others share its
+    // result.
     let mut first: BTreeMap<Group, Group> = BTreeMap::new();
     for &g in &todo {
-        first.entry(grid.calibration_key(g)).or_insert(g);
+        let f = first.entry(grid.calibration_key(g)).or_insert(g);
+        if grid.calibration_rank(g) < grid.calibration_rank(*f) {
+            *f = g;
+        }
     }
     for &group in &todo {
         let calibrated = first[&grid.calibration_key(group)];
@@ -879,6 +888,10 @@ mod tests {
         fn calibration_key(&self, g: Group) -> Group {
             (g.0 / 2, g.1)
         }
+        fn calibration_rank(&self, g: Group) -> f64 {
+            // Setting 3 before setting 2; 0 and 1 tie.
+            if g.0 == 3 { -1.0 } else { 0.0 }
+        }
     }
 
     #[test]
@@ -895,13 +908,13 @@ mod tests {
             vec![
                 ((0, 0), true),
                 ((0, 1), true),
-                ((2, 0), true),
-                ((2, 1), true)
+                ((3, 0), true),
+                ((3, 1), true)
             ]
         );
         assert_eq!(rates.by_pair.len(), 8);
         for (g, r) in &rates.by_pair {
-            let first = (g.0 / 2 * 2, g.1);
+            let first = (if g.0 < 2 { 0 } else { 3 }, g.1);
             assert_eq!(r.per_unit, rates.by_pair[&first].per_unit, "{g:?}");
             let want = if first == *g {
                 Source::Calibration(4)

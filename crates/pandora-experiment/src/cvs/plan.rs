@@ -7,13 +7,20 @@
 //! separate per-evaluation rate: an evaluation of these objectives is microseconds).
 //!
 //! **Rates.** From the complete run records of the grid in `OUT/runs/` when a group has some:
-//! `a = Σ wall seconds / Σ estimated work` of its records, so that a plan made while an array runs
+//! `a = Σ seconds / Σ estimated work` of its records (CPU seconds where recorded, else wall
+//! seconds), so that a plan made while an array runs
 //! (or after one task) accounts for the decisions the policies actually make (cost-aware policies
 //! choose cheap sets and so make more than `T`, which the work model does not see). Otherwise
-//! by a calibration: the group's first seed, on the configuration's bank and optimizer, with a
-//! budget of `steps · c̄` (about `steps` decisions) and the reference optimum replaced by 0 (it
-//! only shifts the regret), timed around the run; `a` = seconds / the work of the decisions it
-//! made. Extrapolating from a handful of decisions at `n₀ + k ≤ 10` observations to a run's last
+//! by a calibration, one per (objective, policy) ([`Grid::calibration_key`]), of its cell with
+//! the most expensive cost level: the first seed, on the configuration's bank and optimizer, with
+//! a budget of `steps · c̄` (about `steps` decisions) and the reference optimum replaced by 0 (it
+//! only shifts the regret), timed in CPU seconds on a pool of one thread; `a` = seconds / the
+//! work of the decisions it made. The cells of an (objective, policy) differ in the cost level,
+//! which changes the number of decisions (the work counts them) but not the work of one, and in
+//! the variance, which the work model does not see. Measured at the smoke sizes on every cell
+//! of BOCVS Figure 2: within an (objective, policy) the variance moved `a` by at most 2.1× (most
+//! by 1.2–1.6×), the cost level by up to 3× and, for `ts-psq` and `ucb-psq`, whose calibration
+//! at moderate costs makes a single decision, by up to 110× (that single decision is cheap). Extrapolating from a handful of decisions at `n₀ + k ≤ 10` observations to a run's last
 //! ones leans on the `n²` shape: as for experiments, take it as good to a factor of about two, and
 //! as a lower bound for the cost-aware policies at cheap costs.
 //!
@@ -251,6 +258,14 @@ impl Grid for CvsGrid<'_> {
         let objective = &self.settings[g.0].0;
         let o = self.objectives.iter().position(|x| x == objective);
         (o.unwrap_or(0), g.1)
+    }
+
+    /// The most expensive cost level first: its calibration makes about `steps` decisions,
+    /// where at cheap costs the cost-aware policies choose cheap sets and make many more (76
+    /// instead of 4 at the smoke size), which made planning BOCVS Figure 2 take minutes per
+    /// calibration.
+    fn calibration_rank(&self, g: Group) -> f64 {
+        self.first(g).and_then(mean_cost).map_or(0.0, |c| -c)
     }
 
     fn setups(
