@@ -317,6 +317,7 @@ raw_samples = 16
             .map(|p| {
                 let mut r: Value = serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
                 r.as_object_mut().unwrap().remove("wall_seconds");
+                r.as_object_mut().unwrap().remove("cpu_seconds");
                 (p.file_name().unwrap().to_string_lossy().into_owned(), r)
             })
             .collect();
@@ -376,7 +377,17 @@ fn plan_estimates_and_writes_an_sbatch_script() {
         text.contains("8 run(s) (2 setting(s) × 2 policy(ies)"),
         "{text}"
     );
-    assert_eq!(text.matches("calibration (4 steps)").count(), 4, "{text}");
+    assert_eq!(
+        text.matches("calibration (4 steps), CPU time").count(),
+        4,
+        "{text}"
+    );
+    // One calibration per (objective, policy): here every setting has its own objective.
+    assert!(
+        text.contains("calibrations run: 4, for 4 group(s)"),
+        "{text}"
+    );
+    assert!(text.contains("clock: CPU time ("), "{text}");
     assert!(text.contains("hartmann3 moderate var=0.02"), "{text}");
     assert!(text.contains("of reference optima"), "{text}");
     assert!(

@@ -64,6 +64,8 @@ fn stripped(path: &Path) -> Vec<Value> {
             if let Some(o) = v.as_object_mut() {
                 o.remove("seconds_propose");
                 o.remove("seconds_eval");
+                o.remove("cpu_seconds_propose");
+                o.remove("cpu_seconds_eval");
             }
             v
         })
@@ -705,6 +707,7 @@ fn stopping_config_records_statistics_and_replays_consistently() {
             for l in &mut v {
                 if let Some(o) = l.as_object_mut() {
                     o.remove("seconds");
+                    o.remove("cpu_seconds");
                     o.remove("seconds_prb");
                 }
             }
@@ -728,6 +731,7 @@ fn stopping_config_records_statistics_and_replays_consistently() {
         for l in &mut v {
             if let Some(o) = l.as_object_mut() {
                 o.remove("seconds");
+                o.remove("cpu_seconds");
                 o.remove("seconds_prb");
             }
         }
@@ -1059,7 +1063,16 @@ fn plan_estimates_and_writes_an_sbatch_script() {
     // No traces yet: every (problem, policy) pair is calibrated.
     let text = plan(&out, &[]);
     assert!(text.contains("12 run(s)"), "{text}");
-    assert_eq!(text.matches("calibration (4 steps)").count(), 6, "{text}");
+    assert_eq!(
+        text.matches("calibration (4 steps), CPU time").count(),
+        6,
+        "{text}"
+    );
+    assert!(
+        text.contains("calibrations run: 6, for 6 group(s)"),
+        "{text}"
+    );
+    assert!(text.contains("clock: CPU time ("), "{text}");
     assert!(
         text.contains("CPU-hours") && text.contains("longest run"),
         "{text}"
@@ -1087,11 +1100,15 @@ fn plan_estimates_and_writes_an_sbatch_script() {
             "/opt/pandora/bin/pandora",
         ],
     );
+    // Runs sharing a process (--jobs 2) record no CPU time: the plan falls back to wall time
+    // and says so.
     assert_eq!(
-        text.matches("traces in the output directory").count(),
+        text.matches("traces in the output directory, wall time")
+            .count(),
         6,
         "{text}"
     );
+    assert!(text.contains("but wall time for 6 group(s)"), "{text}");
     assert!(text.contains("12 complete already"), "{text}");
     let sb = std::fs::read_to_string(&script).unwrap();
     let lines: Vec<&str> = sb.lines().collect();
@@ -1117,6 +1134,24 @@ fn plan_estimates_and_writes_an_sbatch_script() {
             config.to_str().unwrap()
         )
     );
+    // A --jobs 1 run records CPU times, and the plan reads them.
+    let one = dir.path().join("one");
+    run_experiment(&config, &one, 1);
+    let any = traces(&one).into_values().next().unwrap();
+    assert!(
+        std::fs::read_to_string(&any)
+            .unwrap()
+            .contains("\"cpu_seconds_eval\":"),
+        "{any:?}"
+    );
+    let text = plan(&one, &[]);
+    assert_eq!(
+        text.matches("traces in the output directory, CPU time")
+            .count(),
+        6,
+        "{text}"
+    );
+    assert!(text.contains("clock: CPU time ("), "{text}");
 }
 
 /// One run long enough to be caught mid-way (80 BO steps).

@@ -139,6 +139,8 @@ fn stripped(path: &Path) -> Vec<Value> {
             if let Some(o) = v.as_object_mut() {
                 o.remove("seconds_propose");
                 o.remove("seconds_eval");
+                o.remove("cpu_seconds_propose");
+                o.remove("cpu_seconds_eval");
             }
             v
         })
@@ -319,6 +321,7 @@ fn cvs_records(out: &Path) -> BTreeMap<String, Value> {
             let mut v: Value = serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
             if let Some(o) = v.as_object_mut() {
                 o.remove("wall_seconds");
+                o.remove("cpu_seconds");
             }
             (p.file_name().unwrap().to_string_lossy().into_owned(), v)
         })

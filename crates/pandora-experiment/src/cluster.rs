@@ -37,7 +37,7 @@
 //! `days-hours:minutes:seconds`, the `%A`/`%a` output patterns).
 
 use super::config::{Plan, RunSpec};
-use super::estimate::{Rate, Rates, mean_costs, run_work};
+use super::estimate::{Clock, Rate, Rates, mean_costs, run_work};
 use super::report::completeness;
 use super::run::{Instances, run_one};
 use super::shard::assign;
@@ -115,10 +115,12 @@ impl PlanArgs {
 /// Where the seconds of a group come from.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Source {
-    /// Outputs in the output directory.
-    Outputs,
+    /// Outputs in the output directory, read on this clock.
+    Outputs(Clock),
     /// A calibration run of this many steps.
     Calibration(usize),
+    /// The calibration of another group with the same [`Grid::calibration_key`] (that group).
+    Shared(Group),
     /// The calibration failed.
     Failed(String),
 }
@@ -146,7 +148,7 @@ pub struct PlannedRun {
 }
 
 /// A grid that `plan` can estimate and launch: the adapter of one kind of experiment.
-pub trait Grid {
+pub trait Grid: Sync {
     /// The pandora subcommand that runs the grid (`experiment`, `cvs`).
     fn command(&self) -> &'static str;
     /// What its outputs are called in the report (`traces`, `run records`).
@@ -161,8 +163,20 @@ pub trait Grid {
     fn runs(&self, out: &Path) -> Result<Vec<PlannedRun>>;
     /// Rates measured on the outputs already in `out`.
     fn measured(&self, out: &Path) -> Result<Rates>;
-    /// The rate of `group` from a calibration run of `steps` steps.
+    /// The rate of `group` from a calibration run of `steps` steps, timed on the calling
+    /// thread's CPU clock ([`crate::cpu_clock`]; the planner calls it on a rayon pool of one
+    /// thread).
     fn calibrate(&self, group: Group, steps: usize) -> Result<Rate>;
+    /// Groups with the same key share one calibration: the key of `group`, by default the group
+    /// itself.
+    fn calibration_key(&self, group: Group) -> Group {
+        group
+    }
+    /// Among the groups of a key, the one calibrated is the one of lowest rank (the first of
+    /// them on ties); by default all rank 0.
+    fn calibration_rank(&self, _group: Group) -> f64 {
+        0.0
+    }
     /// Estimated seconds of every shared set-up needed by a run of `runs` still to do (indexed
     /// as [`PlannedRun::setup`]), and a line for the report; none by default. Timing a set-up
     /// is told to `reporter`.
@@ -184,9 +198,9 @@ pub struct RunEstimate {
     pub seconds: Option<f64>,
 }
 
-/// The rates of every group of `runs`: measured on the outputs in `out`, else calibrated.
-/// Calibrations run one at a time (so that they measure one core), with a line to `reporter`
-/// each.
+/// The rates of every group of `runs`: measured on the outputs in `out`, else calibrated, once
+/// per [`Grid::calibration_key`]. Calibrations run one at a time on a rayon pool of one thread
+/// (so that the thread's CPU clock sees all of their work), with a line to `reporter` each.
 fn rates(
     grid: &impl Grid,
     runs: &[PlannedRun],
@@ -197,23 +211,65 @@ fn rates(
     let mut rates = grid.measured(out)?;
     let mut sources: BTreeMap<Group, Source> = rates
         .by_pair
-        .keys()
-        .map(|k| (*k, Source::Outputs))
+        .iter()
+        .map(|(k, r)| (*k, Source::Outputs(r.clock())))
         .collect();
     let groups: BTreeSet<Group> = runs.iter().map(|r| r.group).collect();
-    for group in groups {
-        if sources.contains_key(&group) {
+    let todo: Vec<Group> = groups
+        .into_iter()
+        .filter(|g| !sources.contains_key(g))
+        .collect();
+    // The lowest-ranked (then first) group of each key is calibrated; the others share its
+    // result.
+    let mut first: BTreeMap<Group, Group> = BTreeMap::new();
+    for &g in &todo {
+        let f = first.entry(grid.calibration_key(g)).or_insert(g);
+        if grid.calibration_rank(g) < grid.calibration_rank(*f) {
+            *f = g;
+        }
+    }
+    for &group in &todo {
+        let calibrated = first[&grid.calibration_key(group)];
+        if calibrated != group {
             continue;
         }
         let (a, b) = grid.group_label(group);
-        reporter.note(&format!("calibrating {a} × {b} ({steps} steps)"));
-        match grid.calibrate(group, steps) {
+        let sharing = todo
+            .iter()
+            .filter(|&&g| grid.calibration_key(g) == grid.calibration_key(group))
+            .count();
+        let shared = if sharing > 1 {
+            format!(", for {sharing} groups")
+        } else {
+            String::new()
+        };
+        reporter.note(&format!("calibrating {a} × {b} ({steps} steps{shared})"));
+        match crate::cpu_clock::on_one_thread(|| grid.calibrate(group, steps)).and_then(|r| r) {
             Ok(rate) => {
                 rates.by_pair.insert(group, rate);
                 sources.insert(group, Source::Calibration(steps));
             }
             Err(e) => {
                 sources.insert(group, Source::Failed(format!("{e:#}")));
+            }
+        }
+    }
+    for &group in &todo {
+        let calibrated = first[&grid.calibration_key(group)];
+        if calibrated == group {
+            continue;
+        }
+        match (
+            rates.by_pair.get(&calibrated).copied(),
+            &sources[&calibrated],
+        ) {
+            (Some(rate), _) => {
+                rates.by_pair.insert(group, rate);
+                sources.insert(group, Source::Shared(calibrated));
+            }
+            (None, failed) => {
+                let failed = failed.clone();
+                sources.insert(group, failed);
             }
         }
     }
@@ -409,11 +465,59 @@ fn absolute(p: &Path) -> Result<PathBuf> {
     })
 }
 
-/// The printed estimate: a line per group, the CPU time and the longest run.
+/// How the report names a clock.
+fn clock_name(c: Clock) -> &'static str {
+    match c {
+        Clock::Cpu => "CPU time",
+        Clock::Wall => "wall time",
+        Clock::Mixed => "CPU time, wall time where none was recorded",
+    }
+}
+
+/// The report's lines on the clocks the rates were read on and on the calibrations run.
+fn clock_lines(grid: &impl Grid, rates: &Rates, sources: &BTreeMap<Group, Source>) -> String {
+    let mut s = String::new();
+    let not_cpu: Vec<Group> = rates
+        .by_pair
+        .iter()
+        .filter(|(_, r)| r.clock() != Clock::Cpu)
+        .map(|(g, _)| *g)
+        .collect();
+    if not_cpu.is_empty() {
+        s += "clock: CPU time (of the thread running each timed step)\n";
+    } else {
+        let _ = writeln!(
+            s,
+            "clock: CPU time, but wall time for {} group(s) whose {} record none (written by an \
+             earlier version, or by runs sharing a process with --jobs > 1): a loaded machine \
+             inflates those",
+            not_cpu.len(),
+            grid.outputs()
+        );
+    }
+    let calibrations = sources
+        .values()
+        .filter(|x| matches!(x, Source::Calibration(_)))
+        .count();
+    let shared = sources
+        .values()
+        .filter(|x| matches!(x, Source::Shared(_)))
+        .count();
+    if calibrations + shared > 0 {
+        let _ = writeln!(
+            s,
+            "calibrations run: {calibrations}, for {} group(s)",
+            calibrations + shared
+        );
+    }
+    s
+}
+
+/// The printed estimate: a line per group, the clocks, the CPU time and the longest run.
 fn report(
     grid: &impl Grid,
     estimates: &[RunEstimate],
-    sources: &BTreeMap<Group, Source>,
+    (rates, sources): (&Rates, &BTreeMap<Group, Source>),
     setups: (f64, Option<&str>),
 ) -> String {
     let mut s = String::new();
@@ -428,9 +532,17 @@ fn report(
         let Some(e) = estimates.iter().find(|e| e.run.group == *group) else {
             continue;
         };
+        let clock = rates
+            .by_pair
+            .get(group)
+            .map_or("", |r| clock_name(r.clock()));
         let source = match source {
-            Source::Outputs => format!("{} in the output directory", grid.outputs()),
-            Source::Calibration(k) => format!("calibration ({k} steps)"),
+            Source::Outputs(_) => format!("{} in the output directory, {clock}", grid.outputs()),
+            Source::Calibration(k) => format!("calibration ({k} steps), {clock}"),
+            Source::Shared(g) => {
+                let (a, b) = grid.group_label(*g);
+                format!("calibration of {a} × {b}")
+            }
             Source::Failed(err) => format!("calibration failed: {err}"),
         };
         let (a, b) = grid.group_label(*group);
@@ -441,6 +553,8 @@ fn report(
             e.seconds.map_or("-".into(), human)
         );
     }
+    s += "\n";
+    s += &clock_lines(grid, rates, sources);
     // `+ 0.0`: an empty float sum is −0.
     let total: f64 = estimates.iter().filter_map(|e| e.seconds).sum::<f64>() + 0.0;
     let remaining: f64 = estimates
@@ -452,7 +566,7 @@ fn report(
     let (setup_seconds, setup_note) = setups;
     let _ = writeln!(
         s,
-        "\nestimated CPU time: {:.2} CPU-hours to go ({:.2} for the whole grid, one core per run)",
+        "estimated CPU time: {:.2} CPU-hours to go ({:.2} for the whole grid, one core per run)",
         (remaining + setup_seconds) / 3600.0,
         (total + setup_seconds) / 3600.0
     );
@@ -528,13 +642,14 @@ pub fn plan_grid(
     let mut text = report(
         grid,
         &estimates,
-        &sources,
+        (&rates, &sources),
         (shape.setup_seconds, setup_note.as_deref()),
     );
     let time_seconds = shape.wall_seconds * args.time_margin + 600.0;
     let _ = writeln!(
         text,
-        "array: {shards} task(s) × {} CPU(s); largest shard ≈ {}; time limit {} (×{} + 10 min)",
+        "array: {shards} task(s) × {} CPU(s); largest shard ≈ {} of CPU time; time limit {} (×{} \
+         + 10 min: room for a busy node, where wall time exceeds CPU time)",
         args.cpus_per_task,
         human(shape.wall_seconds),
         slurm_time(time_seconds),
@@ -720,5 +835,99 @@ mod tests {
         assert_eq!(sh("a b"), "'a b'");
         assert_eq!(sh("it's"), r"'it'\''s'");
         assert_eq!(sh("$(x)"), "'$(x)'");
+    }
+
+    /// A grid of 4 settings × 2 policies whose settings pair up for calibration (0 and 1, 2 and
+    /// 3): it counts its calibrations and whether each ran where the thread clock sees it all.
+    struct Paired {
+        calls: std::sync::Mutex<Vec<(Group, bool)>>,
+    }
+
+    impl Grid for Paired {
+        fn command(&self) -> &'static str {
+            "experiment"
+        }
+        fn outputs(&self) -> &'static str {
+            "traces"
+        }
+        fn name(&self) -> String {
+            "paired".into()
+        }
+        fn headline(&self, runs: usize, _: usize) -> String {
+            format!("{runs} runs")
+        }
+        fn group_label(&self, g: Group) -> (String, String) {
+            (format!("setting {}", g.0), format!("policy {}", g.1))
+        }
+        fn runs(&self, _: &Path) -> Result<Vec<PlannedRun>> {
+            Ok((0..4)
+                .flat_map(|s| (0..2).map(move |p| (s, p)))
+                .map(|g| PlannedRun {
+                    name: format!("{g:?}"),
+                    group: g,
+                    weight: 1.0,
+                    units: 1.0,
+                    evaluations: 1,
+                    done: false,
+                    setup: None,
+                })
+                .collect())
+        }
+        fn measured(&self, _: &Path) -> Result<Rates> {
+            Ok(Rates::default())
+        }
+        fn calibrate(&self, group: Group, _: usize) -> Result<Rate> {
+            let exact = crate::cpu_clock::exact_here(1);
+            self.calls.lock().unwrap().push((group, exact));
+            Ok(Rate {
+                per_unit: 1.0 + group.0 as f64 + 10.0 * group.1 as f64,
+                timings: 1,
+                ..Rate::default()
+            })
+        }
+        fn calibration_key(&self, g: Group) -> Group {
+            (g.0 / 2, g.1)
+        }
+        fn calibration_rank(&self, g: Group) -> f64 {
+            // Setting 3 before setting 2; 0 and 1 tie.
+            if g.0 == 3 { -1.0 } else { 0.0 }
+        }
+    }
+
+    #[test]
+    fn groups_sharing_a_key_share_one_calibration_on_one_thread() {
+        let grid = Paired {
+            calls: std::sync::Mutex::new(Vec::new()),
+        };
+        let runs = grid.runs(Path::new("")).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let (rates, sources) = rates(&grid, &runs, dir.path(), 4, &crate::Quiet).unwrap();
+        let calls = grid.calls.lock().unwrap().clone();
+        assert_eq!(
+            calls,
+            vec![
+                ((0, 0), true),
+                ((0, 1), true),
+                ((3, 0), true),
+                ((3, 1), true)
+            ]
+        );
+        assert_eq!(rates.by_pair.len(), 8);
+        for (g, r) in &rates.by_pair {
+            let first = (if g.0 < 2 { 0 } else { 3 }, g.1);
+            assert_eq!(r.per_unit, rates.by_pair[&first].per_unit, "{g:?}");
+            let want = if first == *g {
+                Source::Calibration(4)
+            } else {
+                Source::Shared(first)
+            };
+            assert_eq!(sources[g], want);
+        }
+        let text = clock_lines(&grid, &rates, &sources);
+        assert!(
+            text.contains("calibrations run: 4, for 8 group(s)"),
+            "{text}"
+        );
+        assert!(text.starts_with("clock: CPU time"), "{text}");
     }
 }

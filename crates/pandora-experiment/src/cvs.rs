@@ -153,6 +153,11 @@ struct RunRecord {
     spec: RunSpec,
     optimum: f64,
     wall_seconds: f64,
+    /// The run's CPU seconds, when its thread did all of its work (see
+    /// [`crate::cpu_clock::exact_here`]: `--jobs 1`, below 256 observations); absent otherwise
+    /// and in records of earlier versions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    cpu_seconds: Option<f64>,
     steps: Vec<StepRecord>,
 }
 
@@ -462,7 +467,7 @@ fn run_one(plan: &Plan, r: &RunSpec, optimum: f64, dir: &Path) -> Result<Done> {
     if path.exists() {
         return Ok(Done::Complete);
     }
-    let start = std::time::Instant::now();
+    let start = crate::cpu_clock::Stopwatch::start();
     let problem = problem_of(plan, r)?;
     let f = objective(&r.objective, r.seed)?;
     let (d, _, lengthscale, _) = objective_setup(&r.objective)?;
@@ -475,7 +480,10 @@ fn run_one(plan: &Plan, r: &RunSpec, optimum: f64, dir: &Path) -> Result<Done> {
     let record = RunRecord {
         spec: r.clone(),
         optimum,
-        wall_seconds: start.elapsed().as_secs_f64(),
+        wall_seconds: start.wall(),
+        cpu_seconds: crate::cpu_clock::exact_here(plan.n_init + trace.steps.len())
+            .then(|| start.cpu())
+            .flatten(),
         steps: trace
             .steps
             .iter()
@@ -916,6 +924,7 @@ mod tests {
             },
             optimum: 0.0,
             wall_seconds: 0.0,
+            cpu_seconds: None,
             steps: costs
                 .iter()
                 .zip(regrets)

@@ -29,7 +29,9 @@
 //! 50-step one and a `d = 32` run above a `d = 8` one, which is what the shard balance needs.
 //! Seconds come from calibration ([`Rates`]): the seconds per unit of model work and per
 //! evaluation measured on traces (existing ones, or a few steps run for the purpose), one rate
-//! per (problem, policy). Extrapolating from calibration steps at small `n` to a run's last steps
+//! per (problem, policy). They are CPU seconds (`cpu_seconds_propose`, `cpu_seconds_eval` and the
+//! stopping lines' `cpu_seconds`) where the trace has them, else wall seconds, which a loaded
+//! machine inflates; [`Rate::clock`] says which were used. Extrapolating from calibration steps at small `n` to a run's last steps
 //! relies on the shape above; treat the result as within a factor of about two, and the sbatch
 //! time limit carries a margin for that. The constants were set on `ackley` at `d = 4`, where
 //! step times grew 2.5-fold from `n = 10` to `n = 49` (the model says 3.3; a pure `n²` term
@@ -150,6 +152,17 @@ pub fn weights(plan: &Plan, runs: &[RunSpec]) -> Result<Vec<f64>> {
         .collect())
 }
 
+/// Which clock the seconds of a [`Rate`] were read on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Clock {
+    /// CPU time for every timing.
+    Cpu,
+    /// Wall time for every timing (none had a CPU time).
+    Wall,
+    /// CPU time where recorded, wall time for the rest.
+    Mixed,
+}
+
 /// Seconds per unit of model work and per evaluation, measured on traces.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct Rate {
@@ -160,6 +173,10 @@ pub struct Rate {
     pub per_evaluation: f64,
     /// Model steps measured.
     pub steps: usize,
+    /// Timings (seconds values) the rate was computed from.
+    pub timings: usize,
+    /// Of which wall times (no CPU time recorded).
+    pub wall: usize,
 }
 
 /// What [`Rates::from_traces`] adds up per pair.
@@ -175,6 +192,21 @@ struct Sums {
     eval_seconds: f64,
     /// Evaluations.
     evaluations: usize,
+    /// Timings added up.
+    timings: usize,
+    /// Of which wall times.
+    wall: usize,
+}
+
+impl Sums {
+    /// The CPU seconds `cpu` when recorded, else the wall seconds `wall` (counted as such).
+    fn time(&mut self, cpu: Option<f64>, wall: f64) -> f64 {
+        self.timings += 1;
+        cpu.unwrap_or_else(|| {
+            self.wall += 1;
+            wall
+        })
+    }
 }
 
 /// Calibrated rates per (problem, policy) index pair.
@@ -218,18 +250,20 @@ impl Rates {
             let model_steps = t.steps.iter().filter(|s| s.phase == Phase::Model).count();
             let mut first = model_steps > 1;
             for s in &t.steps {
-                a.eval_seconds += s.seconds_eval;
+                a.eval_seconds += a.time(s.cpu_seconds_eval, s.seconds_eval);
                 a.evaluations += 1;
                 if s.phase == Phase::Model {
                     if std::mem::take(&mut first) {
                         continue;
                     }
-                    a.seconds += s.seconds_propose;
+                    a.seconds += a.time(s.cpu_seconds_propose, s.seconds_propose);
                     a.units += factor * step_units(s.k as f64, d, raw, restarts);
                     a.steps += 1;
                 }
             }
-            a.seconds += t.stopping.iter().map(|s| s.seconds).sum::<f64>();
+            for st in &t.stopping {
+                a.seconds += a.time(st.cpu_seconds, st.seconds);
+            }
         }
         let by_pair = acc
             .into_iter()
@@ -246,6 +280,8 @@ impl Rates {
                         0.0
                     },
                     steps: a.steps,
+                    timings: a.timings,
+                    wall: a.wall,
                 };
                 (k, rate)
             })
@@ -255,6 +291,15 @@ impl Rates {
 }
 
 impl Rate {
+    /// The clock its seconds were read on.
+    pub fn clock(&self) -> Clock {
+        match self.wall {
+            0 => Clock::Cpu,
+            w if w >= self.timings => Clock::Wall,
+            _ => Clock::Mixed,
+        }
+    }
+
     /// Estimated seconds of `units` of model work and `evaluations` evaluations.
     pub fn seconds(&self, units: f64, evaluations: usize) -> f64 {
         self.per_unit * units + self.per_evaluation * evaluations as f64
@@ -320,6 +365,97 @@ tree = [4, 4, 2]
         assert!(
             all[2] > all[0],
             "a look-ahead run weighs more than a random one"
+        );
+    }
+
+    /// A trace of run (`problem`, `policy`) of `plan`: 4 initial steps, then 3 model steps whose
+    /// proposals took `wall` seconds (and `cpu` CPU seconds when given), evaluations a tenth
+    /// of that.
+    fn trace(plan: &Plan, problem: usize, policy: usize, wall: f64, cpu: Option<f64>) -> Trace {
+        use super::super::trace::{Header, Step};
+        let steps = (0..7)
+            .map(|k| Step {
+                k,
+                phase: if k < 4 {
+                    Phase::InitialDesign
+                } else {
+                    Phase::Model
+                },
+                x: vec![0.5, 0.5],
+                y: 0.0,
+                cost: 1.0,
+                cumulative_cost: 0.0,
+                total_cost: 0.0,
+                best: 0.0,
+                regret: None,
+                acquisition_value: None,
+                lambda: None,
+                predicted_cost: None,
+                params: None,
+                seconds_propose: if k < 4 { 0.0 } else { wall },
+                seconds_eval: wall / 10.0,
+                cpu_seconds_propose: cpu.map(|c| if k < 4 { 0.0 } else { c }),
+                cpu_seconds_eval: cpu.map(|c| c / 10.0),
+                bmsei: None,
+            })
+            .collect();
+        Trace {
+            header: Header {
+                version: 1,
+                experiment: plan.name.clone(),
+                problem: plan.problems[problem].label.clone(),
+                policy: plan.policies[policy].label.clone(),
+                acquisition: "b_ms_ei".into(),
+                seed: 0,
+                problem_seed: 0,
+                dim: 2,
+                optimum: None,
+                regret_scale: 1.0,
+                budget: None,
+                max_evaluations: Some(3),
+                cost_setting: "uniform".into(),
+                settings: serde_json::json!({}),
+            },
+            steps,
+            stopping: Vec::new(),
+            end: None,
+            torn: false,
+        }
+    }
+
+    /// Rates read CPU seconds where traces record them (here a tenth of the wall seconds, as on
+    /// a machine loaded tenfold) and wall seconds otherwise, and say which.
+    #[test]
+    fn rates_follow_cpu_time_where_recorded() {
+        let plan = parse(CONFIG).unwrap().resolve(false).unwrap();
+        let pair = (0, 1);
+        let cpu = Rates::from_traces(&plan, &[trace(&plan, 0, 1, 2.0, Some(0.2))]).by_pair[&pair];
+        let wall = Rates::from_traces(&plan, &[trace(&plan, 0, 1, 2.0, None)]).by_pair[&pair];
+        assert_eq!(cpu.clock(), Clock::Cpu);
+        assert_eq!(wall.clock(), Clock::Wall);
+        assert_eq!((cpu.timings, cpu.wall, wall.wall), (9, 0, 9));
+        // 2 model steps counted (the first is left out), 7 evaluations.
+        assert_eq!(cpu.steps, 2);
+        assert!((wall.per_unit / cpu.per_unit - 10.0).abs() < 1e-9);
+        assert!((cpu.per_evaluation - 0.02).abs() < 1e-12);
+        // The estimate of a run follows the CPU rate.
+        let runs = plan.runs();
+        let w = run_work(&plan, &runs[2], 1.0);
+        let by_cpu = cpu.seconds(w.model, w.initial + w.bo_steps);
+        let by_wall = wall.seconds(w.model, w.initial + w.bo_steps);
+        assert!((by_wall / by_cpu - 10.0).abs() < 1e-9, "{by_cpu} {by_wall}");
+        // One trace of each: both clocks, counted.
+        let both = Rates::from_traces(
+            &plan,
+            &[
+                trace(&plan, 0, 1, 2.0, Some(0.2)),
+                trace(&plan, 0, 1, 2.0, None),
+            ],
+        )
+        .by_pair[&pair];
+        assert_eq!(
+            (both.clock(), both.timings, both.wall),
+            (Clock::Mixed, 18, 9)
         );
     }
 }

@@ -12,6 +12,7 @@
 //! - [`plot`]: figures as data, rendered to PNG and SVG with plotters;
 //! - [`reporter`]: where the harness tells a person what it does (progress, notes);
 //! - [`format`]: CSV cells and numbers as text;
+//! - [`cpu_clock`]: the CPU time of a thread and of the process;
 //! - [`lock`]: one writer per run's output;
 //! - [`shard`]: cost-balanced shares of a grid, from `--shard` or a Slurm array;
 //! - [`stopping::plan`] (the `[stopping]` table), [`policy`] (one `[[policy]]` table),
@@ -29,6 +30,7 @@
 
 pub mod cluster;
 pub mod config;
+pub mod cpu_clock;
 pub mod cvs;
 pub mod estimate;
 pub mod execute;

@@ -21,6 +21,7 @@ use super::config::{CostSettingName, Plan, RunSpec, build_problem, step_seed};
 use super::lock::{Acquired, RunLock};
 use super::stopping::{RecordInputs, StatisticsSpec, record, statistics_seed};
 use super::trace::{self, Appender, End, Header, Line, Step, StoppingStats};
+use crate::cpu_clock::{Stopwatch, exact_here};
 use anyhow::{Context, Result, anyhow, bail};
 use pandora_core::acquisition::{CostModel, KnownCost, fit_log_cost_model};
 use pandora_core::gp::fit::FitOptions;
@@ -34,7 +35,6 @@ use pandora_study::study::{params_from_json, params_to_json};
 use rayon::prelude::*;
 use std::collections::HashMap;
 use std::path::Path;
-use std::time::Instant;
 
 /// Version of the trace format written here.
 pub const TRACE_VERSION: u32 = 1;
@@ -156,7 +156,7 @@ fn stopping_line(
         // PRB and the median rules sample or condition the stationary GP directly.
         bail!("[stopping] statistics are not supported with model.amplitude = true");
     }
-    let t0 = Instant::now();
+    let t0 = Stopwatch::start();
     let StatContext { d, seed, .. } = ctx;
     let h = run.history();
     let n = h.y.len();
@@ -228,7 +228,8 @@ fn stopping_line(
         );
     }
     line.params = Some(params_to_json(model.params()));
-    line.seconds = t0.elapsed().as_secs_f64();
+    line.seconds = t0.wall();
+    line.cpu_seconds = exact_here(n).then(|| t0.cpu()).flatten();
     Ok(line)
 }
 
@@ -466,14 +467,14 @@ impl Loop<'_, '_> {
         let mut new_evaluations = 0;
         loop {
             let k = run.handed_out();
-            let t0 = Instant::now();
+            let t0 = Stopwatch::start();
             let seed = step_seed(self.r.seed, k);
             let step = run
                 .step(seed, &|x| x.to_vec())
                 .with_context(|| format!("step {k}"))?;
-            let mut stat_seconds = 0.0;
+            let mut stat = (0.0, None);
             if k >= p.initial_design {
-                stat_seconds = self.statistics(run, step.models.as_ref(), k, seed)?;
+                stat = self.statistics(run, step.models.as_ref(), k, seed)?;
             }
             let prop = match step.verdict {
                 Verdict::Propose(prop) => prop,
@@ -482,11 +483,17 @@ impl Loop<'_, '_> {
                     return Ok((reason, new_evaluations));
                 }
             };
-            let seconds_propose = (t0.elapsed().as_secs_f64() - stat_seconds).max(0.0);
-            let t1 = Instant::now();
+            // CPU time only where the thread clock sees the whole step (see `cpu_clock`).
+            let exact = exact_here(k);
+            let seconds_propose = (t0.wall() - stat.0).max(0.0);
+            let cpu_seconds_propose = exact
+                .then(|| Some((t0.cpu()? - stat.1.unwrap_or(0.0)).max(0.0)))
+                .flatten();
+            let t1 = Stopwatch::start();
             let y = self.problem.eval(&prop.x);
             let cost = self.problem.cost(&prop.x);
-            let seconds_eval = t1.elapsed().as_secs_f64();
+            let seconds_eval = t1.wall();
+            let cpu_seconds_eval = exact.then(|| t1.cpu()).flatten();
             if !y.is_finite() {
                 bail!("step {k}: the objective is {y} at {:?}", prop.x);
             }
@@ -519,6 +526,8 @@ impl Loop<'_, '_> {
                 params: prop.params.as_ref().map(params_to_json),
                 seconds_propose,
                 seconds_eval,
+                cpu_seconds_propose,
+                cpu_seconds_eval,
                 bmsei: prop.bmsei,
             };
             self.out.push(&Line::Step(Box::new(step)))?;
@@ -527,22 +536,22 @@ impl Loop<'_, '_> {
     }
 
     /// Writes the stopping statistics of the current iteration (with a `[stopping]` section, once
-    /// per iteration); returns the seconds they took.
+    /// per iteration); returns the seconds they took (wall, and CPU when measured).
     fn statistics(
         &mut self,
         run: &Run<'_>,
         models: Option<&StepModels>,
         k: usize,
         seed: u64,
-    ) -> Result<f64> {
+    ) -> Result<(f64, Option<f64>)> {
         let Some(spec) = self.plan.stopping.as_ref().map(|s| &s.statistics) else {
-            return Ok(0.0);
+            return Ok((0.0, None));
         };
         let t = run.bo_steps() as usize;
         if self.stop_lines.len() != t {
             // Already written before an interruption (and identical when recomputed).
             debug_assert!(self.stop_lines.len() == t + 1);
-            return Ok(0.0);
+            return Ok((0.0, None));
         }
         let p = &self.plan.problems[self.r.problem];
         let ctx = StatContext {
@@ -555,7 +564,7 @@ impl Loop<'_, '_> {
         };
         let line = stopping_line(spec, run, &self.stop_lines, models, ctx)
             .with_context(|| format!("stopping statistics at step {k}"))?;
-        let seconds = line.seconds;
+        let seconds = (line.seconds, line.cpu_seconds);
         self.out.push(&Line::Stopping(Box::new(line.clone())))?;
         self.stop_lines.push(line);
         Ok(seconds)

@@ -69,7 +69,7 @@ fn finite(v: f64) -> Option<f64> {
 
 /// Computes the statistics of `spec` on `D_t` (iteration `t = n − n_initial`).
 pub fn record(spec: &StatisticsSpec, inp: &RecordInputs<'_>) -> Result<StoppingStats> {
-    let t0 = Instant::now();
+    let t0 = crate::cpu_clock::Stopwatch::start();
     let grid: Option<Vec<f64>> = spec.grid.map(|m| {
         (0..m)
             .map(|i| i as f64 / (m - 1) as f64)
@@ -101,6 +101,7 @@ pub fn record(spec: &StatisticsSpec, inp: &RecordInputs<'_>) -> Result<StoppingS
         prb_samples: None,
         params: None,
         seconds: 0.0,
+        cpu_seconds: None,
         seconds_prb: None,
     };
     if spec.log_eipc {
@@ -174,7 +175,10 @@ pub fn record(spec: &StatisticsSpec, inp: &RecordInputs<'_>) -> Result<StoppingS
             bail!("{}: NaN", err("computation"));
         }
     }
-    out.seconds = t0.elapsed().as_secs_f64();
+    out.seconds = t0.wall();
+    out.cpu_seconds = crate::cpu_clock::exact_here(inp.y.len())
+        .then(|| t0.cpu())
+        .flatten();
     Ok(out)
 }
 
@@ -867,6 +871,8 @@ rules = [
                 params: None,
                 seconds_propose: 0.0,
                 seconds_eval: 0.0,
+                cpu_seconds_propose: None,
+                cpu_seconds_eval: None,
                 bmsei: None,
             });
         }
@@ -887,6 +893,7 @@ rules = [
                 prb_samples: Some(64),
                 params: None,
                 seconds: 0.0,
+                cpu_seconds: None,
                 seconds_prb: None,
             })
             .collect();

@@ -617,6 +617,8 @@ mod tests {
                     params: None,
                     seconds_propose: 0.0,
                     seconds_eval: 0.0,
+                    cpu_seconds_propose: None,
+                    cpu_seconds_eval: None,
                     bmsei: None,
                 })
                 .collect();

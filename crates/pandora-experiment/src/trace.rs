@@ -88,6 +88,14 @@ pub struct Step {
     pub seconds_propose: f64,
     /// Seconds spent evaluating the objective and cost.
     pub seconds_eval: f64,
+    /// CPU seconds of `seconds_propose`, when the run's thread did all of the step's work (see
+    /// [`crate::cpu_clock::exact_here`]: a `--jobs 1` run, or a plan's calibration, below 256
+    /// observations); absent otherwise and in traces of earlier versions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_seconds_propose: Option<f64>,
+    /// CPU seconds of `seconds_eval`, under the same condition.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_seconds_eval: Option<f64>,
     /// B-MS-EI's carry to the next step (suggested budget, refill lower bound, the restarts'
     /// trees), so that a resumed run continues exactly.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -145,6 +153,9 @@ pub struct StoppingStats {
     pub params: Option<serde_json::Value>,
     /// Seconds spent computing the statistics (model rebuild included).
     pub seconds: f64,
+    /// CPU seconds of `seconds`, under the condition of [`Step::cpu_seconds_propose`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_seconds: Option<f64>,
     /// Of which PRB.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seconds_prb: Option<f64>,
@@ -360,6 +371,8 @@ mod tests {
             params: None,
             seconds_propose: 0.0,
             seconds_eval: 0.0,
+            cpu_seconds_propose: None,
+            cpu_seconds_eval: None,
             bmsei: None,
         }
     }
@@ -399,6 +412,7 @@ mod tests {
             prb_samples: None,
             params: None,
             seconds: 0.0,
+            cpu_seconds: None,
             seconds_prb: None,
         };
         let body = body_lines(&[step(0), step(1)], &[stats(0, 1), stats(1, 2)]);
@@ -437,5 +451,45 @@ mod tests {
         let bad = text.replacen("\"k\":1", "\"k\":5", 1);
         std::fs::write(&path, bad).unwrap();
         assert!(read(&path).is_err());
+    }
+
+    /// The CPU times round-trip when present, are left out of the line when absent, and a line of
+    /// an earlier version (no such fields) still reads, as absent.
+    #[test]
+    fn cpu_times_are_optional_fields() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.jsonl");
+        let mut timed = step(1);
+        timed.seconds_propose = 2.5;
+        timed.cpu_seconds_propose = Some(0.75);
+        timed.cpu_seconds_eval = Some(1e-6);
+        let lines = vec![
+            Line::Header(Box::new(header())),
+            Line::Step(Box::new(step(0))),
+            Line::Step(Box::new(timed.clone())),
+        ];
+        write_atomic(&path, &lines).unwrap();
+        let t = read(&path).unwrap();
+        assert_eq!(t.steps, vec![step(0), timed]);
+        let text = std::fs::read_to_string(&path).unwrap();
+        let rows: Vec<&str> = text.lines().collect();
+        assert!(!rows[1].contains("cpu_seconds"), "{}", rows[1]);
+        assert!(
+            rows[2].contains("\"cpu_seconds_propose\":0.75"),
+            "{}",
+            rows[2]
+        );
+        // A step line as earlier versions wrote it.
+        let old = r#"{"kind":"step","k":0,"phase":"initial","x":[0.5],"y":1.0,"cost":1.0,"cumulative_cost":0.0,"total_cost":1.0,"best":1.0,"regret":null,"acquisition_value":null,"lambda":null,"predicted_cost":null,"params":null,"seconds_propose":0.25,"seconds_eval":0.0}"#;
+        let Line::Step(s) = serde_json::from_str::<Line>(old).unwrap() else {
+            panic!("not a step");
+        };
+        assert_eq!((s.seconds_propose, s.cpu_seconds_propose), (0.25, None));
+        assert_eq!(s.cpu_seconds_eval, None);
+        let old_stats = r#"{"kind":"stopping","iteration":0,"n":1,"best":1.0,"cumulative_cost":0.0,"params":null,"seconds":0.5}"#;
+        let Line::Stopping(st) = serde_json::from_str::<Line>(old_stats).unwrap() else {
+            panic!("not a stopping line");
+        };
+        assert_eq!((st.seconds, st.cpu_seconds), (0.5, None));
     }
 }

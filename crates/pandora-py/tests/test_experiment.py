@@ -30,7 +30,16 @@ lambda0 = 0.1
 decay = 2.0
 """
 
-TIMING = ("seconds", "seconds_fit", "seconds_propose", "seconds_total", "wall_seconds")
+TIMING = (
+    "seconds",
+    "seconds_fit",
+    "seconds_propose",
+    "seconds_total",
+    "wall_seconds",
+    "cpu_seconds",
+    "cpu_seconds_propose",
+    "cpu_seconds_eval",
+)
 
 
 def stripped(path):

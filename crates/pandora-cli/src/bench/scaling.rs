@@ -214,18 +214,10 @@ fn ms(t: Instant) -> f64 {
 }
 
 /// CPU time (user + system, all threads) of this process so far in ms: on a shared machine it
-/// moves far less with the other jobs than wall-clock time does. NaN where unavailable.
+/// moves far less with the other jobs than wall-clock time does. NaN where unavailable. (The
+/// whole process, not a thread: a benchmarked step spreads over the rayon pool.)
 fn cpu_ms() -> f64 {
-    #[cfg(unix)]
-    {
-        // SAFETY: getrusage only writes the struct it is given.
-        let mut u: libc::rusage = unsafe { std::mem::zeroed() };
-        if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) } == 0 {
-            let t = |v: libc::timeval| v.tv_sec as f64 * 1e3 + v.tv_usec as f64 * 1e-3;
-            return t(u.ru_utime) + t(u.ru_stime);
-        }
-    }
-    f64::NAN
+    pandora_experiment::cpu_clock::process_seconds().map_or(f64::NAN, |s| s * 1e3)
 }
 
 fn median(mut v: Vec<f64>) -> f64 {

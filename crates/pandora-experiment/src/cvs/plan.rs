@@ -7,13 +7,20 @@
 //! separate per-evaluation rate: an evaluation of these objectives is microseconds).
 //!
 //! **Rates.** From the complete run records of the grid in `OUT/runs/` when a group has some:
-//! `a = Σ wall seconds / Σ estimated work` of its records, so that a plan made while an array runs
+//! `a = Σ seconds / Σ estimated work` of its records (CPU seconds where recorded, else wall
+//! seconds), so that a plan made while an array runs
 //! (or after one task) accounts for the decisions the policies actually make (cost-aware policies
 //! choose cheap sets and so make more than `T`, which the work model does not see). Otherwise
-//! by a calibration: the group's first seed, on the configuration's bank and optimizer, with a
-//! budget of `steps · c̄` (about `steps` decisions) and the reference optimum replaced by 0 (it
-//! only shifts the regret), timed around the run; `a` = seconds / the work of the decisions it
-//! made. Extrapolating from a handful of decisions at `n₀ + k ≤ 10` observations to a run's last
+//! by a calibration, one per (objective, policy) ([`Grid::calibration_key`]), of its cell with
+//! the most expensive cost level: the first seed, on the configuration's bank and optimizer, with
+//! a budget of `steps · c̄` (about `steps` decisions) and the reference optimum replaced by 0 (it
+//! only shifts the regret), timed in CPU seconds on a pool of one thread; `a` = seconds / the
+//! work of the decisions it made. The cells of an (objective, policy) differ in the cost level,
+//! which changes the number of decisions (the work counts them) but not the work of one, and in
+//! the variance, which the work model does not see. Measured at the smoke sizes on every cell
+//! of BOCVS Figure 2: within an (objective, policy) the variance moved `a` by at most 2.1× (most
+//! by 1.2–1.6×), the cost level by up to 3× and, for `ts-psq` and `ucb-psq`, whose calibration
+//! at moderate costs makes a single decision, by up to 110× (that single decision is cheap). Extrapolating from a handful of decisions at `n₀ + k ≤ 10` observations to a run's last
 //! ones leans on the `n²` shape: as for experiments, take it as good to a factor of about two, and
 //! as a lower bound for the cost-aware policies at cheap costs.
 //!
@@ -31,13 +38,13 @@ use super::{
     optimum_key, problem_of, reference_optimum, run_steps, run_units,
 };
 use crate::cluster::{Grid, Group, PlanArgs, PlannedRun, plan_grid};
+use crate::cpu_clock::{Stopwatch, exact_here, on_one_thread};
 use crate::estimate::{Rate, Rates};
 use crate::reporter::Reporter;
 use anyhow::{Context, Result, bail};
 use pandora_core::cvs::{RunConfig, build_policy, run};
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::time::Instant;
 
 /// The CVS grid of a resolved plan.
 struct CvsGrid<'a> {
@@ -46,6 +53,8 @@ struct CvsGrid<'a> {
     settings: Vec<(String, String, String)>,
     /// Policy names in the grid's order.
     policies: Vec<String>,
+    /// Objectives in the grid's order.
+    objectives: Vec<String>,
     /// The reference optima's keys, in the grid's order.
     keys: Vec<(String, String, u64)>,
 }
@@ -56,6 +65,7 @@ impl<'a> CvsGrid<'a> {
             plan,
             settings: Vec::new(),
             policies: Vec::new(),
+            objectives: Vec::new(),
             keys: Vec::new(),
         };
         for r in &plan.runs {
@@ -65,6 +75,9 @@ impl<'a> CvsGrid<'a> {
             }
             if !g.policies.contains(&r.policy) {
                 g.policies.push(r.policy.clone());
+            }
+            if !g.objectives.contains(&r.objective) {
+                g.objectives.push(r.objective.clone());
             }
             let k = optimum_key(r);
             if !g.keys.contains(&k) {
@@ -109,13 +122,22 @@ fn setting(r: &RunSpec) -> (String, String, String) {
     )
 }
 
-/// Seconds over work, 0 without work.
-fn rate(seconds: f64, units: f64, decisions: usize) -> Rate {
+/// Seconds over work, 0 without work; `timings` seconds values were added up, `wall` of them
+/// wall times.
+fn rate(seconds: f64, units: f64, decisions: usize, (timings, wall): (usize, usize)) -> Rate {
     Rate {
         per_unit: if units > 0.0 { seconds / units } else { 0.0 },
         per_evaluation: 0.0,
         steps: decisions,
+        timings,
+        wall,
     }
+}
+
+/// The seconds of a run's CPU time `cpu` when measured, else its wall time, and whether it is
+/// the wall time.
+fn seconds_of(cpu: Option<f64>, wall: f64) -> (f64, usize) {
+    cpu.map_or((wall, 1), |c| (c, 0))
 }
 
 impl Grid for CvsGrid<'_> {
@@ -170,7 +192,8 @@ impl Grid for CvsGrid<'_> {
 
     fn measured(&self, out: &Path) -> Result<Rates> {
         let dir = out.join("runs");
-        let mut sums: BTreeMap<Group, (f64, f64, usize)> = BTreeMap::new();
+        // Seconds, work, decisions, records, records timed by wall time.
+        let mut sums: BTreeMap<Group, (f64, f64, usize, usize, usize)> = BTreeMap::new();
         let Ok(entries) = std::fs::read_dir(&dir) else {
             return Ok(Rates::default());
         };
@@ -185,14 +208,17 @@ impl Grid for CvsGrid<'_> {
                 continue;
             };
             let s = sums.entry(self.group(r)).or_default();
-            s.0 += rec.wall_seconds;
+            let (secs, wall) = seconds_of(rec.cpu_seconds, rec.wall_seconds);
+            s.0 += secs;
             s.1 += run_units(self.plan, r, run_steps(r)?)?;
             s.2 += rec.steps.len();
+            s.3 += 1;
+            s.4 += wall;
         }
         Ok(Rates {
             by_pair: sums
                 .into_iter()
-                .map(|(g, (secs, units, n))| (g, rate(secs, units, n)))
+                .map(|(g, (secs, units, n, t, w))| (g, rate(secs, units, n, (t, w))))
                 .collect(),
         })
     }
@@ -208,10 +234,11 @@ impl Grid for CvsGrid<'_> {
         cfg.optimizer = self.plan.optimizer.clone();
         cfg.optimum = Some(0.0);
         let mut policy = build_policy(&r.policy, budget, self.plan.lambda)?;
-        let start = Instant::now();
+        let start = Stopwatch::start();
         let trace = run(&problem, f.as_ref(), policy.as_mut(), &cfg, r.seed)?;
-        let seconds = start.elapsed().as_secs_f64();
         let decisions = trace.steps.len();
+        let exact = exact_here(self.plan.n_init + decisions);
+        let (seconds, wall) = seconds_of(exact.then(|| start.cpu()).flatten(), start.wall());
         if decisions == 0 {
             bail!("the calibration run (budget {budget}) made no decision");
         }
@@ -219,7 +246,26 @@ impl Grid for CvsGrid<'_> {
             seconds,
             run_units(self.plan, r, decisions)?,
             decisions,
+            (1, wall),
         ))
+    }
+
+    /// Cells with the same objective and policy share a calibration: they differ in the cost
+    /// level (which changes the number of decisions, not their work, and the budget of the
+    /// calibration run is scaled to make `steps` decisions) and in the variance (which the work
+    /// model does not see).
+    fn calibration_key(&self, g: Group) -> Group {
+        let objective = &self.settings[g.0].0;
+        let o = self.objectives.iter().position(|x| x == objective);
+        (o.unwrap_or(0), g.1)
+    }
+
+    /// The most expensive cost level first: its calibration makes about `steps` decisions,
+    /// where at cheap costs the cost-aware policies choose cheap sets and make many more (76
+    /// instead of 4 at the smoke size), which made planning BOCVS Figure 2 take minutes per
+    /// calibration.
+    fn calibration_rank(&self, g: Group) -> f64 {
+        self.first(g).and_then(mean_cost).map_or(0.0, |c| -c)
     }
 
     fn setups(
@@ -241,10 +287,14 @@ impl Grid for CvsGrid<'_> {
                     .find(|r| optimum_key(r) == self.keys[k])
                     .context("internal: a run for every optimum key")?;
                 reporter.note(&format!("timing the reference optimum of {objective}"));
-                let start = Instant::now();
-                reference_optimum(self.plan, r)
-                    .with_context(|| format!("the reference optimum of {objective}"))?;
-                timed.insert(objective, start.elapsed().as_secs_f64());
+                // On one thread, so that its CPU clock sees the whole search.
+                let seconds = on_one_thread(|| {
+                    let start = Stopwatch::start();
+                    reference_optimum(self.plan, r)
+                        .with_context(|| format!("the reference optimum of {objective}"))?;
+                    Ok::<f64, anyhow::Error>(start.cpu().unwrap_or_else(|| start.wall()))
+                })??;
+                timed.insert(objective, seconds);
             }
             seconds[k] = timed[objective];
         }
@@ -265,4 +315,78 @@ pub fn plan(args: &PlanArgs, reporter: &dyn Reporter) -> Result<String> {
     let plan = load(&args.config, args.smoke)?;
     let out = default_out(&plan, args.out.as_ref());
     plan_grid(&CvsGrid::new(&plan), args, &out, reporter)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeSet;
+
+    /// 2 cost levels × 2 variances of hartmann3 and one setting of gp_sample, 2 policies: 10
+    /// (setting, policy) groups, calibrated by (objective, policy): 4 calibrations.
+    const CONFIG: &str = r#"
+[experiment]
+name = "keys"
+seeds = 2
+[policies]
+names = ["ucb-cvs", "random"]
+[[problem]]
+objective = "hartmann3"
+costs = ["cheap", "moderate"]
+variances = [0.02, 0.04]
+[[problem]]
+objective = "gp_sample"
+costs = ["expensive"]
+variances = [0.04]
+"#;
+
+    #[test]
+    fn cells_share_a_calibration_per_objective_and_policy() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.toml");
+        std::fs::write(&path, CONFIG).unwrap();
+        let plan = load(path.to_str().unwrap(), false).unwrap();
+        let grid = CvsGrid::new(&plan);
+        let groups: BTreeSet<Group> = plan.runs.iter().map(|r| grid.group(r)).collect();
+        assert_eq!(groups.len(), 10);
+        let keys: BTreeSet<Group> = groups.iter().map(|&g| grid.calibration_key(g)).collect();
+        assert_eq!(keys.len(), 4);
+        // Cells share a key exactly when they share objective and policy.
+        for &a in &groups {
+            for &b in &groups {
+                let (ra, rb) = (grid.first(a).unwrap(), grid.first(b).unwrap());
+                let same = ra.objective == rb.objective && ra.policy == rb.policy;
+                assert_eq!(grid.calibration_key(a) == grid.calibration_key(b), same);
+            }
+        }
+    }
+
+    /// Measurement, not a check: every cell of the configuration in `PANDORA_CELLS` (all cost
+    /// levels and variances) calibrated on its own at the smoke sizes (bank 32, 16 raw samples, 2
+    /// restarts), printing the CPU seconds per unit of work, to compare the cells that share an
+    /// objective and policy. `PANDORA_CELLS=experiments/cvs_fig2.toml cargo test -p
+    /// pandora-experiment --lib per_cell -- --ignored --nocapture`.
+    #[test]
+    #[ignore]
+    fn per_cell_rates() {
+        let Ok(path) = std::env::var("PANDORA_CELLS") else {
+            return;
+        };
+        let mut plan = load(&path, false).unwrap();
+        plan.bank_size = 32;
+        for r in &mut plan.runs {
+            r.bank_size = Some(32);
+        }
+        plan.optimizer.raw_partial = 16;
+        plan.optimizer.raw_full = 16;
+        plan.optimizer.restarts_partial = 2;
+        plan.optimizer.restarts_full = 2;
+        let grid = CvsGrid::new(&plan);
+        let groups: BTreeSet<Group> = plan.runs.iter().map(|r| grid.group(r)).collect();
+        for g in groups {
+            let rate = on_one_thread(|| grid.calibrate(g, 4)).unwrap().unwrap();
+            let (a, b) = grid.group_label(g);
+            println!("cell\t{a}\t{b}\t{:.4e}\t{}", rate.per_unit, rate.steps);
+        }
+    }
 }
