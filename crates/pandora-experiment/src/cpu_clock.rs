@@ -20,7 +20,16 @@
 
 use anyhow::Context;
 
-/// Reads clock `id` in seconds.
+/// The two clocks read here.
+#[derive(Debug, Clone, Copy)]
+enum Clock {
+    /// The calling thread's CPU time.
+    Thread,
+    /// The CPU time of every thread of the process.
+    Process,
+}
+
+/// Reads `clock` in seconds.
 #[cfg(any(
     target_os = "linux",
     target_os = "android",
@@ -28,7 +37,11 @@ use anyhow::Context;
     target_os = "ios",
     target_os = "freebsd"
 ))]
-fn read(id: libc::clockid_t) -> Option<f64> {
+fn read(clock: Clock) -> Option<f64> {
+    let id = match clock {
+        Clock::Thread => libc::CLOCK_THREAD_CPUTIME_ID,
+        Clock::Process => libc::CLOCK_PROCESS_CPUTIME_ID,
+    };
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
@@ -38,53 +51,27 @@ fn read(id: libc::clockid_t) -> Option<f64> {
     (rc == 0).then_some(ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9)
 }
 
+/// No CPU clock on this platform.
+#[cfg(not(any(
+    target_os = "linux",
+    target_os = "android",
+    target_os = "macos",
+    target_os = "ios",
+    target_os = "freebsd"
+)))]
+fn read(_: Clock) -> Option<f64> {
+    None
+}
+
 /// CPU seconds (user + system) the calling thread has used so far; `None` where unavailable.
 pub fn thread_seconds() -> Option<f64> {
-    #[cfg(any(
-        target_os = "linux",
-        target_os = "android",
-        target_os = "macos",
-        target_os = "ios",
-        target_os = "freebsd"
-    ))]
-    {
-        read(libc::CLOCK_THREAD_CPUTIME_ID)
-    }
-    #[cfg(not(any(
-        target_os = "linux",
-        target_os = "android",
-        target_os = "macos",
-        target_os = "ios",
-        target_os = "freebsd"
-    )))]
-    {
-        None
-    }
+    read(Clock::Thread)
 }
 
 /// CPU seconds (user + system) of every thread of this process so far; `None` where
 /// unavailable.
 pub fn process_seconds() -> Option<f64> {
-    #[cfg(any(
-        target_os = "linux",
-        target_os = "android",
-        target_os = "macos",
-        target_os = "ios",
-        target_os = "freebsd"
-    ))]
-    {
-        read(libc::CLOCK_PROCESS_CPUTIME_ID)
-    }
-    #[cfg(not(any(
-        target_os = "linux",
-        target_os = "android",
-        target_os = "macos",
-        target_os = "ios",
-        target_os = "freebsd"
-    )))]
-    {
-        None
-    }
+    read(Clock::Process)
 }
 
 /// Whether the calling thread's CPU time measures all of a step taken here with `n`
