@@ -535,19 +535,38 @@ mod tests {
     const CONFIG: &str = include_str!("../../../experiments/freeze_thaw_bench.toml");
     const EPOCHS_CONFIG: &str = include_str!("../../../experiments/freeze_thaw_bench_epochs.toml");
 
-    #[test]
-    fn the_smoke_run_writes_traces_summary_and_figure() {
-        let dir = tempfile::tempdir().unwrap();
-        let cfg = dir.path().join("c.toml");
-        std::fs::write(&cfg, CONFIG).unwrap();
-        let out = dir.path().join("out");
+    /// Runs the configuration file `config` at its smoke size into `out`; the final table.
+    fn smoke_run(config: &Path, out: &Path) -> Result<String> {
         run_config(
-            &cfg.to_string_lossy(),
-            Some(&out),
+            &config.to_string_lossy(),
+            Some(out),
             true,
             &crate::reporter::Quiet,
         )
-        .unwrap();
+    }
+
+    /// Writes `text` to `dir/NAME.toml` and runs it at its smoke size into `dir/NAME`; the final
+    /// table and the output directory.
+    fn smoke_text(dir: &Path, name: &str, text: &str) -> (String, PathBuf) {
+        let cfg = dir.join(format!("{name}.toml"));
+        std::fs::write(&cfg, text).unwrap();
+        let out = dir.join(name);
+        (smoke_run(&cfg, &out).unwrap(), out)
+    }
+
+    /// The `policy,lambda` of a CSV line.
+    fn policy_lambda(line: &str) -> String {
+        line.split(',')
+            .skip(1)
+            .take(2)
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    #[test]
+    fn the_smoke_run_writes_traces_summary_and_figure() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_, out) = smoke_text(dir.path(), "c", CONFIG);
         let finals = std::fs::read_to_string(out.join("final.csv")).unwrap();
         // One line per (instance, policy): every policy on one LCDB dataset, the epochs table
         // and the synthetic family.
@@ -571,16 +590,7 @@ mod tests {
     #[test]
     fn the_epochs_config_runs_at_smoke_size() {
         let dir = tempfile::tempdir().unwrap();
-        let cfg = dir.path().join("e.toml");
-        std::fs::write(&cfg, EPOCHS_CONFIG).unwrap();
-        let out = dir.path().join("out");
-        let finals = run_config(
-            &cfg.to_string_lossy(),
-            Some(&out),
-            true,
-            &crate::reporter::Quiet,
-        )
-        .unwrap();
+        let (finals, _) = smoke_text(dir.path(), "e", EPOCHS_CONFIG);
         // The epochs table alone, at its smoke size, for every policy.
         assert_eq!(
             finals.lines().count(),
@@ -615,13 +625,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         for (i, c) in configs.iter().enumerate() {
             let out = dir.path().join(i.to_string());
-            let finals = run_config(
-                c.to_str().unwrap(),
-                Some(&out),
-                true,
-                &crate::reporter::Quiet,
-            )
-            .unwrap_or_else(|e| panic!("{}: {e:#}", c.display()));
+            let finals = smoke_run(c, &out).unwrap_or_else(|e| panic!("{}: {e:#}", c.display()));
             assert!(finals.lines().count() > 1, "{}: {finals}", c.display());
         }
     }
@@ -639,25 +643,12 @@ mod tests {
         let run = |name: &str, lambda: &str| {
             let text = base.replace("lambda = 0.05", &format!("lambda = {lambda}"));
             assert_ne!(text, base, "the lambda line did not match");
-            let cfg = dir.path().join(format!("{name}.toml"));
-            std::fs::write(&cfg, text).unwrap();
-            let out = dir.path().join(name);
-            let finals = run_config(
-                &cfg.to_string_lossy(),
-                Some(&out),
-                true,
-                &crate::reporter::Quiet,
-            )
-            .unwrap();
+            let (finals, out) = smoke_text(dir.path(), name, &text);
             let traces = std::fs::read_to_string(out.join("traces.csv")).unwrap();
             (finals, traces)
         };
         let (sweep, sweep_traces) = run("sweep", "[0.002, 0.05]");
-        let lines: Vec<&str> = sweep.lines().skip(1).collect();
-        let keys: Vec<String> = lines
-            .iter()
-            .map(|l| l.split(',').skip(1).take(2).collect::<Vec<_>>().join(","))
-            .collect();
+        let keys: Vec<String> = sweep.lines().skip(1).map(policy_lambda).collect();
         assert_eq!(
             keys,
             [
@@ -676,7 +667,7 @@ mod tests {
         // The traces at 0.05 are the same rows in both runs; 0.002 changes the Gittins policy's.
         let rows = |t: &str, key: &str| -> Vec<String> {
             t.lines()
-                .filter(|l| l.split(',').skip(1).take(2).collect::<Vec<_>>().join(",") == key)
+                .filter(|l| policy_lambda(l) == key)
                 .map(String::from)
                 .collect()
         };
