@@ -376,3 +376,99 @@ fn a_run_that_crashes_keeps_the_steps_it_printed_and_fails() {
         );
     }
 }
+
+/// A command whose trial 0 prints step 1 and then waits for a file `go` that the test writes
+/// only once it has seen step 1 in the study: the steps must be recorded as they are printed,
+/// not when the command exits.
+const HOLD: &str = r#"import json, os, sys, time
+p = json.load(sys.stdin)
+first, last = int(os.environ["PANDORA_STEP_FROM"]), int(os.environ["PANDORA_STEP_TO"])
+for t in range(first, last + 1):
+    time.sleep(float(os.environ.get("STEP_SECONDS", "0")))
+    print(json.dumps({"step": t, "objective": p["a"] * t / 10}), flush=True)
+    if os.environ.get("HOLD") and os.environ["PANDORA_TRIAL"] == "0" and t == 1:
+        for _ in range(1200):
+            if os.path.exists("go"):
+                break
+            time.sleep(0.05)
+        else:
+            sys.exit("nobody saw step 1 while the command ran")
+"#;
+
+#[test]
+fn pandora_run_records_each_step_as_the_command_prints_it() {
+    let dir = setup();
+    let d = dir.path();
+    std::fs::write(d.join("train.py"), HOLD).unwrap();
+    let cfg = run_config("").replace("steps_per_ask = 1", "steps_per_ask = 3");
+    std::fs::write(d.join("s.toml"), cfg).unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_pandora"))
+        .args(["run", "s.toml", "--quiet"])
+        .env("HOLD", "1")
+        .current_dir(d)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let seen = (0..1200).find_map(|_| {
+        std::thread::sleep(Duration::from_millis(50));
+        let trials = told(d);
+        let first = trials.first()?;
+        (first.1 == [1]).then(|| first.0["state"].clone())
+    });
+    std::fs::write(d.join("go"), "").unwrap();
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        seen.as_ref().and_then(Value::as_str),
+        Some("running"),
+        "{err}"
+    );
+    assert!(out.status.success(), "{err}");
+    let trials = told(d);
+    assert_ne!(trials[0].0["state"], "failed", "{}", trials[0].0);
+    assert!(trials[0].1.len() >= 3, "{:?}", trials[0].1);
+}
+
+#[test]
+fn runtime_step_costs_are_the_time_between_step_lines() {
+    let dir = setup();
+    let d = dir.path();
+    std::fs::write(d.join("train.py"), HOLD).unwrap();
+    let cfg = run_config("\n[cost]\nkind = \"runtime\"\n")
+        .replace("total = 24.0", "total = 2.0")
+        .replace("steps_per_ask = 1", "steps_per_ask = 2");
+    std::fs::write(d.join("s.toml"), cfg).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_pandora"))
+        .args(["run", "s.toml", "--quiet"])
+        .env("STEP_SECONDS", "0.15")
+        .current_dir(d)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let trials = export(d, "s.toml");
+    let mut spent = 0.0;
+    for t in &trials {
+        let steps = t["steps"].as_array().unwrap();
+        let costs: Vec<f64> = steps.iter().map(|s| s["cost"].as_f64().unwrap()).collect();
+        // Each step slept 0.15 s before its line (the first also started Python).
+        assert!(costs.iter().all(|&c| c >= 0.15), "{t}");
+        let sum: f64 = costs.iter().sum();
+        assert!(
+            (t["cost"].as_f64().unwrap_or(0.0) - sum).abs() < 1e-9,
+            "{t}"
+        );
+        spent += sum;
+    }
+    assert!(
+        trials
+            .iter()
+            .any(|t| !t["steps"].as_array().unwrap().is_empty())
+    );
+    let status = json(d, &["status", "s.toml", "--json"]);
+    assert!((status["budget_spent"].as_f64().unwrap() - spent).abs() < 1e-9);
+}

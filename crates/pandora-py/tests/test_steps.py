@@ -2,6 +2,7 @@
 ``trial.report`` records each, and asks pause, resume and start runs."""
 
 import math
+import time
 
 import pytest
 
@@ -69,3 +70,23 @@ def test_invalid_fidelity_names_the_field(tmp_path):
     with pytest.raises(ValueError, match="fidelity.lambda"):
         pandora.Study.create("bad", f"sqlite:{tmp_path}/b.db", space={"a": (0.0, 1.0)},
                              budget=5, fidelity={"max_steps": 4, "lambda": -1.0})
+
+
+def test_runtime_step_costs_are_the_seconds_between_reports(tmp_path, monkeypatch):
+    clock = [100.0]
+    monkeypatch.setattr(time, "perf_counter", lambda: clock[0])
+    s = pandora.Study.create(
+        "rt", f"sqlite:{tmp_path}/rt.db", space={"a": (0.0, 1.0)}, budget=5.0,
+        cost="runtime", initial_design=2, seed=2,
+        fidelity={"max_steps": 4, "lambda": 0.002, "steps_per_ask": 2})
+    trial = s.ask()
+    clock[0] = 100.25
+    assert trial.report(1, 0.5)["steps"][0]["cost"] == pytest.approx(0.25)
+    clock[0] = 101.0
+    second = trial.report(2, 0.6)
+    # The second step's own time, from the first report on.
+    assert [r["cost"] for r in second["steps"]] == pytest.approx([0.25, 0.75])
+    assert second["cost"] == pytest.approx(1.0) and second["state"] == "paused"
+    # An explicit cost wins.
+    trial = s.ask()
+    assert trial.report(1, 0.4, cost=0.01)["steps"][0]["cost"] == 0.01

@@ -52,7 +52,8 @@
 //! The parameters are written as JSON to the command's stdin; it prints on stdout either a bare
 //! number or `{"objective": v, "cost": c}` ([`parse_output`]). A trial with steps (a `[fidelity]`
 //! study) runs a range of steps: the command gets them in its environment and prints one line
-//! `{"step": t, "objective": v, "cost": c}` per step ([`parse_steps`]; see `docs/freeze-thaw.md`).
+//! `{"step": t, "objective": v, "cost": c}` per step ([`parse_steps`]; see `docs/freeze-thaw.md`),
+//! which [`run_lines`] passes on as each is printed.
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -182,6 +183,29 @@ pub fn run(spec: &CommandSpec, input: &[u8]) -> Evaluation {
 
 /// Runs `spec` with `input` on stdin and returns its stdout unparsed, with how it ended.
 pub fn run_raw(spec: &CommandSpec, input: &[u8]) -> RawEvaluation {
+    run_with(spec, input, None)
+}
+
+/// [`run_raw`], calling `on_line` with each line of stdout (without its line end) as soon as
+/// the command has printed it, with the time since the start. Lines come in order, on the
+/// calling thread, before this returns: all of them when the command exits by itself; those
+/// read by then when it is stopped or times out (its output is not waited for). A line longer
+/// than [`STDOUT_KEEP`] bytes is passed cut to its first [`LONG_LINE_KEEP`] bytes.
+pub fn run_lines(
+    spec: &CommandSpec,
+    input: &[u8],
+    on_line: &mut dyn FnMut(&str, Duration),
+) -> RawEvaluation {
+    run_with(spec, input, Some(on_line))
+}
+
+/// Bytes of an overlong stdout line passed to [`run_lines`]'s callback.
+pub const LONG_LINE_KEEP: usize = 1000;
+
+/// [`run_lines`]'s callback: a line of stdout, and the time since the command started.
+type OnLine<'f> = &'f mut dyn FnMut(&str, Duration);
+
+fn run_with(spec: &CommandSpec, input: &[u8], on_line: Option<OnLine>) -> RawEvaluation {
     let start = Instant::now();
     let (mut child, lifeline) = match spawn(spec) {
         Ok(c) => c,
@@ -198,11 +222,14 @@ pub fn run_raw(spec: &CommandSpec, input: &[u8]) -> RawEvaluation {
     };
     let pid = child.id();
     feed_stdin(&mut child, input.to_vec());
-    let out = Capture::start(child.stdout.take(), STDOUT_KEEP);
-    let err = Capture::start(child.stderr.take(), 4 * STDERR_KEEP_CHARS);
-    let exited = wait_in_background(child);
+    let (tx, rx) = mpsc::channel();
+    let lines = on_line.is_some().then(|| tx.clone());
+    let out = Capture::start(child.stdout.take(), STDOUT_KEEP, lines);
+    let err = Capture::start(child.stderr.take(), 4 * STDERR_KEEP_CHARS, None);
+    wait_in_background(child, tx);
+    let mut events = Events { rx, on_line, start };
     let deadline = spec.timeout.and_then(|t| start.checked_add(t));
-    let status = match supervise(&exited, pid, deadline, spec.stop) {
+    let status = match supervise(&mut events, pid, deadline, spec.stop) {
         Ended::Exited(s) => s.map_err(CommandError::Wait),
         Ended::TimedOut => Err(CommandError::Timeout {
             seconds: spec.timeout.unwrap_or_default().as_secs_f64(),
@@ -219,6 +246,7 @@ pub fn run_raw(spec: &CommandSpec, input: &[u8]) -> RawEvaluation {
     let mut text = String::new();
     let status = status.and_then(|s| {
         let stdout = out.finish(Instant::now() + PIPE_GRACE);
+        events.deliver_sent();
         text = String::from_utf8_lossy(&stdout.kept).into_owned();
         let stderr = err.finish(Instant::now() + PIPE_GRACE);
         if !s.success() {
@@ -240,10 +268,55 @@ pub fn run_raw(spec: &CommandSpec, input: &[u8]) -> RawEvaluation {
         }
         Ok(())
     });
+    // A stopped or timed-out command: the lines read before it was killed.
+    events.deliver_sent();
     RawEvaluation {
         status,
         stdout: text,
         elapsed_s,
+    }
+}
+
+/// What the threads of an evaluation tell the one supervising it.
+enum Event {
+    /// A line of stdout (without its line end), and when it was read.
+    Line(String, Instant),
+    /// The command exited (the reaping thread's status).
+    Exited(std::io::Result<ExitStatus>),
+}
+
+/// The supervising end of the evaluation's events: lines go to the caller as they come.
+struct Events<'f> {
+    rx: mpsc::Receiver<Event>,
+    on_line: Option<OnLine<'f>>,
+    start: Instant,
+}
+
+impl Events<'_> {
+    /// Passes on lines until the command's exit status comes (returned) or `deadline` passes
+    /// (`None`; no deadline: as long as it takes).
+    fn exit_until(&mut self, deadline: Option<Instant>) -> Option<std::io::Result<ExitStatus>> {
+        loop {
+            match recv_until(&self.rx, deadline)? {
+                Event::Line(line, at) => self.deliver(&line, at),
+                Event::Exited(status) => return Some(status),
+            }
+        }
+    }
+
+    /// Passes on the lines sent so far.
+    fn deliver_sent(&mut self) {
+        while let Ok(event) = self.rx.try_recv() {
+            if let Event::Line(line, at) = event {
+                self.deliver(&line, at);
+            }
+        }
+    }
+
+    fn deliver(&mut self, line: &str, at: Instant) {
+        if let Some(f) = self.on_line.as_mut() {
+            f(line, at.saturating_duration_since(self.start));
+        }
     }
 }
 
@@ -260,7 +333,7 @@ enum Ended {
 /// Waits for the command (group `pid`) to exit, or for its time limit (`deadline`) or the
 /// worker's shutdown deadline to pass, whichever comes first; in the latter cases stops the group.
 fn supervise(
-    exited: &mpsc::Receiver<std::io::Result<ExitStatus>>,
+    events: &mut Events,
     pid: u32,
     deadline: Option<Instant>,
     stop: Option<&Shutdown>,
@@ -271,17 +344,17 @@ fn supervise(
         if let Some(signal) = stop.and_then(Shutdown::signal)
             && stop_at.is_some_and(|d| d <= now)
         {
-            terminate(exited, pid, stop);
+            terminate(events, pid, stop);
             return Ended::Stopped(signal);
         }
         if deadline.is_some_and(|d| d <= now) {
-            terminate(exited, pid, stop);
+            terminate(events, pid, stop);
             return Ended::TimedOut;
         }
         // With a shutdown to watch, wake up every tick to see whether a signal came.
         let tick = stop.map(|_| now + TICK);
         let wake = [deadline, stop_at, tick].into_iter().flatten().min();
-        if let Some(s) = recv_until(exited, wake) {
+        if let Some(s) = events.exit_until(wake) {
             return Ended::Exited(s);
         }
         if wake.is_none() {
@@ -293,11 +366,7 @@ fn supervise(
 
 /// Stops the group `pid`: `SIGTERM`, then `SIGKILL` after [`KILL_GRACE`] (at once when the
 /// worker's shutdown is or becomes urgent).
-fn terminate(
-    exited: &mpsc::Receiver<std::io::Result<ExitStatus>>,
-    pid: u32,
-    stop: Option<&Shutdown>,
-) {
+fn terminate(events: &mut Events, pid: u32, stop: Option<&Shutdown>) {
     let urgent = || stop.is_some_and(Shutdown::urgent);
     if !urgent() {
         signal_group(pid, Signal::Term);
@@ -312,13 +381,13 @@ fn terminate(
             } else {
                 kill_at
             };
-            if recv_until(exited, Some(wake)).is_some() {
+            if events.exit_until(Some(wake)).is_some() {
                 return;
             }
         }
     }
     signal_group(pid, Signal::Kill);
-    let _ = recv_until(exited, Some(Instant::now() + PIPE_GRACE));
+    let _ = events.exit_until(Some(Instant::now() + PIPE_GRACE));
 }
 
 /// The program to execute: a relative path with a directory part (`./train.sh`,
@@ -375,15 +444,13 @@ fn feed_stdin(child: &mut Child, input: Vec<u8>) {
 }
 
 /// Reaps the child on a thread of its own, so that its exit is seen at once.
-fn wait_in_background(mut child: Child) -> mpsc::Receiver<std::io::Result<ExitStatus>> {
-    let (tx, rx) = mpsc::channel();
+fn wait_in_background(mut child: Child, tx: mpsc::Sender<Event>) {
     std::thread::spawn(move || {
-        let _ = tx.send(child.wait());
+        let _ = tx.send(Event::Exited(child.wait()));
     });
-    rx
 }
 
-/// The child's exit status if it comes before `deadline` (`None`: wait as long as it takes).
+/// The next message if it comes before `deadline` (`None`: wait as long as it takes).
 fn recv_until<T>(rx: &mpsc::Receiver<T>, deadline: Option<Instant>) -> Option<T> {
     match deadline {
         None => rx.recv().ok(),
@@ -433,7 +500,9 @@ impl Pipe for ChildStdout {}
 impl Pipe for ChildStderr {}
 
 impl Capture {
-    fn start(pipe: Option<impl Pipe>, keep: usize) -> Self {
+    /// Reads `pipe` to its end on a thread of its own, keeping its last `keep` bytes and, given
+    /// `lines`, sending each line on as it is read (all of them before the end is signalled).
+    fn start(pipe: Option<impl Pipe>, keep: usize, lines: Option<mpsc::Sender<Event>>) -> Self {
         let tail = Arc::new(Mutex::new(Tail {
             keep,
             ..Tail::default()
@@ -441,15 +510,24 @@ impl Capture {
         let (tx, done) = mpsc::channel();
         if let Some(mut pipe) = pipe {
             let tail = Arc::clone(&tail);
+            let mut lines = lines.map(LineCutter::new);
             std::thread::spawn(move || {
                 let mut buf = vec![0u8; 64 * 1024];
                 loop {
                     match pipe.read(&mut buf) {
                         Ok(0) => break,
-                        Ok(n) => lock(&tail).push(&buf[..n]),
+                        Ok(n) => {
+                            lock(&tail).push(&buf[..n]);
+                            if let Some(l) = lines.as_mut() {
+                                l.push(&buf[..n]);
+                            }
+                        }
                         Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                         Err(_) => break,
                     }
+                }
+                if let Some(l) = lines {
+                    l.finish();
                 }
                 let _ = tx.send(());
             });
@@ -461,6 +539,69 @@ impl Capture {
     fn finish(self, deadline: Instant) -> Tail {
         let _ = recv_until(&self.done, Some(deadline));
         std::mem::take(&mut *lock(&self.tail)).into_kept()
+    }
+}
+
+/// Cuts a stream into lines as it is read, for [`run_lines`]: a line ends at `\n` (a `\r`
+/// before it is dropped) or at the end of the stream; a line longer than [`STDOUT_KEEP`] bytes
+/// is sent cut to its first [`LONG_LINE_KEEP`] bytes and the rest of it is skipped, so memory
+/// stays bounded.
+struct LineCutter {
+    tx: mpsc::Sender<Event>,
+    partial: Vec<u8>,
+    /// The rest of an overlong line is being skipped.
+    skipping: bool,
+}
+
+impl LineCutter {
+    fn new(tx: mpsc::Sender<Event>) -> Self {
+        Self {
+            tx,
+            partial: Vec::new(),
+            skipping: false,
+        }
+    }
+
+    fn push(&mut self, chunk: &[u8]) {
+        let at = Instant::now();
+        let mut rest = chunk;
+        while let Some(i) = rest.iter().position(|&b| b == b'\n') {
+            self.take(&rest[..i], at);
+            if !self.skipping {
+                self.send(at);
+            }
+            self.skipping = false;
+            rest = &rest[i + 1..];
+        }
+        self.take(rest, at);
+    }
+
+    fn take(&mut self, bytes: &[u8], at: Instant) {
+        if self.skipping {
+            return;
+        }
+        self.partial.extend_from_slice(bytes);
+        if self.partial.len() > STDOUT_KEEP {
+            self.partial.truncate(LONG_LINE_KEEP);
+            self.send(at);
+            self.skipping = true;
+        }
+    }
+
+    fn send(&mut self, at: Instant) {
+        if self.partial.last() == Some(&b'\r') {
+            self.partial.pop();
+        }
+        let line = String::from_utf8_lossy(&self.partial).into_owned();
+        self.partial.clear();
+        let _ = self.tx.send(Event::Line(line, at));
+    }
+
+    /// The end of the stream: a last line without its `\n` is a line too.
+    fn finish(mut self) {
+        if !self.partial.is_empty() && !self.skipping {
+            self.send(Instant::now());
+        }
     }
 }
 
@@ -595,7 +736,10 @@ pub fn parse_steps(text: &str, from: u32, to: u32) -> (Vec<ReportedStep>, Option
     (steps, None)
 }
 
-fn parse_step_line(line: &str, next: u32, to: u32) -> Result<ReportedStep, String> {
+/// Parses one step line (trimmed, not empty) of a trial with steps, which must be step `next`
+/// of a run that ends at step `to` ([`parse_steps`] reads a whole output with it); the error
+/// says why the line was refused.
+pub fn parse_step_line(line: &str, next: u32, to: u32) -> Result<ReportedStep, String> {
     let shown = || last_chars(line, 200);
     let v: serde_json::Value = serde_json::from_str(line).map_err(|e| {
         format!(
@@ -745,6 +889,72 @@ mod group {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn cut(chunks: &[&[u8]]) -> Vec<String> {
+        let (tx, rx) = mpsc::channel();
+        let mut c = LineCutter::new(tx);
+        for chunk in chunks {
+            c.push(chunk);
+        }
+        c.finish();
+        rx.try_iter()
+            .map(|e| match e {
+                Event::Line(l, _) => l,
+                Event::Exited(_) => panic!("not a line"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn lines_are_cut_across_chunks_and_bounded() {
+        let lines = cut(&[b"a", b"b\r\nc", b"\n\nd\r", b"\ne"]);
+        assert_eq!(lines, ["ab", "c", "", "d", "e"]);
+        assert_eq!(cut(&[b"x\n"]), ["x"]);
+        assert!(cut(&[]).is_empty());
+        // An overlong line is cut to its start; the next line is whole.
+        let long = vec![b'z'; STDOUT_KEEP + 10];
+        let lines = cut(&[
+            &long[..STDOUT_KEEP / 2],
+            &long[STDOUT_KEEP / 2..],
+            b"zz\nok\n",
+        ]);
+        assert_eq!(lines.len(), 2);
+        assert_eq!(lines[0].len(), LONG_LINE_KEEP);
+        assert_eq!(lines[1], "ok");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn run_lines_passes_each_line_in_order_also_when_the_command_fails() {
+        let argv: Vec<String> = [
+            "sh",
+            "-c",
+            "printf 'one\\ntwo\\r\\n'; sleep 0.1; printf three; exit 3",
+        ]
+        .map(String::from)
+        .to_vec();
+        let spec = CommandSpec {
+            argv: &argv,
+            dir: None,
+            timeout: None,
+            stop: None,
+            env: &[],
+        };
+        let mut seen = Vec::new();
+        let raw = run_lines(&spec, b"", &mut |l, at| seen.push((l.to_string(), at)));
+        assert!(
+            matches!(raw.status, Err(CommandError::Exit { .. })),
+            "{:?}",
+            raw.status
+        );
+        let lines: Vec<&str> = seen.iter().map(|(l, _)| l.as_str()).collect();
+        assert_eq!(lines, ["one", "two", "three"]);
+        assert!(seen.windows(2).all(|w| w[0].1 <= w[1].1));
+        assert!(seen[2].1 >= Duration::from_millis(100));
+        // Without a callback nothing changes: stdout is the whole output.
+        let raw = run_raw(&spec, b"");
+        assert!(raw.status.is_err());
+    }
 
     #[test]
     fn tails_keep_the_end_within_bounds() {

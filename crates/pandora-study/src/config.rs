@@ -506,13 +506,6 @@ impl StudyConfig {
                  complete run's value): remove policy.stopping",
             ));
         }
-        if self.cost.kind == CostKind::Runtime {
-            return Err(Error::invalid(
-                "cost.kind",
-                "a [fidelity] study takes uniform, known or reported step costs (runtime is not \
-                 supported yet: report each step's time as its cost)",
-            ));
-        }
         if self.objective.builtin.is_some() {
             return Err(Error::invalid(
                 "objective",

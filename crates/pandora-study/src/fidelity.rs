@@ -336,12 +336,14 @@ impl StepCosts {
     /// The cost model of `config` given the trials' told steps.
     pub fn new(config: &StudyConfig, schedule: &Schedule, trials: &[Trial]) -> Result<Self> {
         let kind = match config.cost.kind {
-            CostKind::Uniform | CostKind::Runtime => CostModelKind::Uniform,
+            CostKind::Uniform => CostModelKind::Uniform,
             CostKind::Known => CostModelKind::Known(LinearMeanCost {
                 offset: config.cost.offset,
                 slope: config.cost.slope,
             }),
-            CostKind::Reported => CostModelKind::Learned(learned(schedule, trials)?),
+            CostKind::Reported | CostKind::Runtime => {
+                CostModelKind::Learned(learned(schedule, trials)?)
+            }
         };
         Ok(Self {
             weights: schedule.weights().to_vec(),

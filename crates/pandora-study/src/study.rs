@@ -619,6 +619,13 @@ impl Study {
                     "required: this study's step costs are reported (cost.kind = \"reported\")",
                 ));
             }
+            (None, None) if self.config.cost.kind == CostKind::Runtime => {
+                return Err(Error::invalid(
+                    "cost",
+                    "required: this study's step costs are runtimes (cost.kind = \"runtime\"); \
+                     `pandora run` measures them, an external loop tells each step's seconds",
+                ));
+            }
             (None, None) => {
                 return Err(Error::invalid(
                     "step",

@@ -207,6 +207,18 @@ fn known_step_costs_are_computed_and_reported_ones_required() {
         study.tell_step(t.number, 1, 0.5, Some(2.5)).unwrap().cost,
         Some(2.5)
     );
+
+    // Runtime step costs: `pandora run` measures them; an external loop tells the seconds.
+    let (_dir, mut study) = open(&config("rt", "[cost]\nkind = \"runtime\""));
+    let Ask::Trial(t) = study.ask("w").unwrap() else {
+        panic!("finished")
+    };
+    let e = study.tell_step(t.number, 1, 0.5, None).unwrap_err();
+    assert!(e.to_string().contains("runtime"), "{e}");
+    assert_eq!(
+        study.tell_step(t.number, 1, 0.5, Some(0.25)).unwrap().cost,
+        Some(0.25)
+    );
 }
 
 #[test]
@@ -217,7 +229,6 @@ fn invalid_fidelity_sections_name_the_field() {
         ("positions = [3, 2, 1, 4, 5, 6, 7, 8]", "fidelity"),
         ("steps_per_ask = 0", "fidelity.steps_per_ask"),
         ("grid_points = 100", "fidelity.grid_points"),
-        ("[cost]\nkind = \"runtime\"", "cost.kind"),
         (
             "[policy.stopping]\nrule = \"pbgi\"\nlambda = 0.1",
             "stopping",

@@ -114,7 +114,8 @@ class Trial:
             ``first - 1``); report each with :meth:`report`. ``None`` otherwise.
     """
 
-    __slots__ = ("number", "params", "x", "decision", "steps", "_asked_at", "_study")
+    __slots__ = ("number", "params", "x", "decision", "steps", "_asked_at", "_reported_at",
+                 "_study")
 
     def __init__(self, number: int, params: Dict[str, Any], x: Sequence[float],
                  decision: Dict[str, Any], steps: Optional[range] = None,
@@ -125,6 +126,7 @@ class Trial:
         self.decision = decision
         self.steps = steps
         self._asked_at = time.perf_counter()
+        self._reported_at = self._asked_at
         self._study = study
 
     @property
@@ -136,8 +138,10 @@ class Trial:
     def report(self, step: int, value: float, cost: Optional[float] = None) -> Dict[str, Any]:
         """Records the objective ``value`` at ``step`` (one of :attr:`steps`, in order) of a
         trial of a study with steps; ``cost`` is required when the study's costs are
-        ``"reported"`` and computed by the study otherwise. The trial pauses after the last of
-        :attr:`steps` and completes at ``max_steps``. Returns the stored trial as a dict."""
+        ``"reported"``, defaults to the seconds since the previous report (the first: since
+        :meth:`Study.ask`) when they are ``"runtime"``, and is computed by the study otherwise.
+        The trial pauses after the last of :attr:`steps` and completes at ``max_steps``.
+        Returns the stored trial as a dict."""
         if self._study is None or self.steps is None:
             raise ValueError("report() is for trials of a study with steps (fidelity=...)")
         if isinstance(step, bool) or not isinstance(step, (int, np.integer)) or step < 1:
@@ -146,9 +150,15 @@ class Trial:
             value = float(value)
         except (TypeError, ValueError):
             raise ValueError(f"value must be a number, got {value!r}") from None
+        now = time.perf_counter()
+        if cost is None and self._study.cost_kind == "runtime":
+            cost = max(now - self._reported_at, 1e-9)
         if cost is not None:
             cost = float(cost)
-        return json.loads(self._study._native.tell_step(self.number, int(step), value, cost))
+        told = json.loads(self._study._native.tell_step(self.number, int(step), value, cost))
+        # The next step's time starts now: the study's own time is not the objective's.
+        self._reported_at = time.perf_counter()
+        return told
 
     @property
     def control_set(self) -> Optional[Dict[str, Any]]:

@@ -13,11 +13,15 @@
 //!
 //! It prints one line `{"step": t, "objective": v}` per step as it finishes it (with `"cost": c`
 //! when costs are reported), for the steps `from..=to` in order
-//! ([`crate::command::parse_steps`]).
+//! ([`crate::command::parse_step_line`]). With `[cost] kind = "runtime"` a step costs the wall
+//! time from the previous step line (the first: from the command's start, so starting the
+//! process and loading the checkpoint are part of it).
 //!
 //! # What is recorded
-//! The steps printed are told in order ([`Study::tell_step`]), also when the command then fails,
-//! so a step that finished is never run again. Then:
+//! Each step is told as soon as its line is read ([`Study::tell_step`], over a storage
+//! connection of the evaluation's own; [`crate::command::run_lines`]), also when the command
+//! then fails or is stopped, so a step that finished is never run again, even if `pandora run`
+//! is then killed. Then, when the command has ended:
 //! - every step of the run printed: the trial is paused (or complete at `max_steps`) by the
 //!   storage;
 //! - the command failed, or printed a line that is not the next step: the trial fails with the
@@ -26,17 +30,21 @@
 //!   ([`Study::abandon`] pauses a trial with steps), to be resumed later;
 //! - the worker was stopped by a signal: the steps printed are told and the trial is paused.
 //!
-//! The steps are read when the command exits (a run that `pandora run` loses, e.g. to `kill -9`,
-//! is paused by the heartbeat timeout with the steps told before; its steps are run again from
-//! the last one told).
+//! A run that `pandora run` loses (e.g. to `kill -9`) is paused by the heartbeat timeout with the
+//! steps told before and resumed from the first step not told; only a step whose line was
+//! printed but not yet read when the worker died is run again. An in-memory study (which a
+//! second connection cannot see) tells its steps when the command ends.
 
 use super::evaluation::{Ending, Evaluation, abandon_reason, command_spec};
 use crate::command::{self, ReportedStep};
+use crate::config::CostKind;
 use crate::error::{Error, Result};
 use crate::shutdown::Shutdown;
+use crate::storage;
 use crate::study::{Recorded, Study};
 use crate::trial::{Outcome, Trial, TrialState};
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 /// Runs the study's command `cmd` for the steps of `trial`'s current run (see the module doc).
 pub(crate) fn evaluate(
@@ -62,25 +70,115 @@ pub(crate) fn evaluate(
         Ok(spec) => spec,
         Err(e) => return failed(e),
     };
-    let raw = command::run_raw(&spec, trial.params.to_string().as_bytes());
-    let (steps, bad_line) = command::parse_steps(&raw.stdout, from, to);
+    let mut stream = StepStream::new(study, trial, from, to);
+    let raw = command::run_lines(
+        &spec,
+        trial.params.to_string().as_bytes(),
+        &mut |line, at| stream.line(line, at),
+    );
     let abandon = abandon_reason(raw.status.as_ref().err(), stop);
-    let reason = match (raw.status, bad_line) {
+    let reason = match (raw.status, stream.refused) {
         (Err(e), _) => Some(e.to_string()),
         (Ok(()), why) => why,
     };
     Evaluation {
         outcome: reason.map(|reason| Outcome::Failed { reason, cost: None }),
         abandon,
-        steps,
+        steps: stream.untold,
     }
 }
 
-/// Records an evaluation of `trial`, a trial with steps: its steps, then its failure, its pause
-/// (stopped by a signal, or fewer steps than handed out) or nothing more (see the module doc).
+/// The steps of a run as the command prints them: each is told at once over a connection of
+/// its own (the worker's study is busy waiting for the command), so a step that finished is
+/// recorded even if `pandora run` is then killed. Steps that could not be told that way (an
+/// in-memory study, which no second connection can see, or a storage error) are left to
+/// [`record`], in order.
+struct StepStream {
+    number: u64,
+    next: u32,
+    to: u32,
+    /// The second connection; `None`: every step is left to [`record`].
+    teller: Option<Study>,
+    /// The steps not told yet, in order.
+    untold: Vec<ReportedStep>,
+    /// Why the stream stopped: a line that is not the next step, or a step the study refused.
+    refused: Option<String>,
+    /// With `[cost] kind = "runtime"`: a step costs the time since the previous line.
+    runtime: bool,
+    /// Known costs are the study's to compute: a reported cost is dropped.
+    known: bool,
+    /// When the previous step line was read (since the command started).
+    last_at: Duration,
+}
+
+impl StepStream {
+    fn new(study: &Study, trial: &Trial, from: u32, to: u32) -> Self {
+        let cfg = study.config();
+        let url = &cfg.study.storage;
+        let teller = (!storage::is_in_memory(url))
+            .then(|| {
+                storage::open(url)
+                    .and_then(|s| Study::open(cfg.clone(), s))
+                    .ok()
+            })
+            .flatten();
+        Self {
+            number: trial.number,
+            next: from,
+            to,
+            teller,
+            untold: Vec::new(),
+            refused: None,
+            runtime: cfg.cost.kind == CostKind::Runtime,
+            known: study.known_cost(&trial.x).is_some(),
+            last_at: Duration::ZERO,
+        }
+    }
+
+    /// A line of the command's stdout, read `at` after its start.
+    fn line(&mut self, line: &str, at: Duration) {
+        let line = line.trim();
+        if line.is_empty() || self.refused.is_some() {
+            return;
+        }
+        let mut step = match command::parse_step_line(line, self.next, self.to) {
+            Ok(step) => step,
+            Err(why) => {
+                self.refused = Some(why);
+                return;
+            }
+        };
+        self.next += 1;
+        if self.runtime {
+            step.cost = Some((at - self.last_at).as_secs_f64().max(1e-9));
+        } else if self.known {
+            step.cost = None;
+        }
+        self.last_at = at;
+        if !self.untold.is_empty() {
+            self.untold.push(step);
+            return;
+        }
+        let Some(teller) = self.teller.as_mut() else {
+            self.untold.push(step);
+            return;
+        };
+        match teller.tell_step(self.number, step.step, step.objective, step.cost) {
+            Ok(_) => {}
+            Err(Error::Invalid { what, reason }) => {
+                self.refused = Some(format!("step {}: {what}: {reason}", step.step));
+            }
+            // Left to the worker's own connection.
+            Err(_) => self.untold.push(step),
+        }
+    }
+}
+
+/// Records an evaluation of `trial`, a trial with steps: the steps not told yet, then its
+/// failure, its pause (stopped by a signal, or fewer steps than handed out) or nothing more (see
+/// the module doc).
 pub(crate) fn record(study: &mut Study, trial: &Trial, ev: Evaluation) -> Result<Ending> {
     let n = trial.number;
-    let mut last = None;
     let mut outcome = ev.outcome;
     for ReportedStep {
         step,
@@ -88,10 +186,8 @@ pub(crate) fn record(study: &mut Study, trial: &Trial, ev: Evaluation) -> Result
         cost,
     } in ev.steps
     {
-        // Known costs are the study's to compute; a reported one must be given.
-        let cost = cost.filter(|_| study.known_cost(&trial.x).is_none());
         match study.tell_step(n, step, objective, cost) {
-            Ok(t) => last = Some(t),
+            Ok(_) => {}
             // The command's report is at fault (e.g. no cost where costs are reported).
             Err(Error::Invalid { what, reason }) => {
                 let reason = format!("step {step}: {what}: {reason}");
@@ -108,23 +204,29 @@ pub(crate) fn record(study: &mut Study, trial: &Trial, ev: Evaluation) -> Result
     if let Some(outcome) = outcome {
         return study.tell(n, &outcome).map(|r| Ending::Told(Box::new(r)));
     }
-    let trial = match last {
-        Some(t) if t.state != TrialState::Running => t,
-        _ => {
-            let told = last.as_ref().map_or(0, |t| t.steps.len());
-            let reason = format!(
-                "paused: the command reported steps up to {told} of this run's {}",
-                trial.step_to.unwrap_or(0)
-            );
-            study.abandon(n, &reason)?;
-            study
-                .trials()?
-                .into_iter()
-                .find(|t| t.number == n)
-                .ok_or_else(|| Error::NotFound(format!("trial {n}")))?
-        }
-    };
-    Ok(Ending::Told(Box::new(Recorded { trial, late: None })))
+    let mut now = current(study, n)?;
+    if now.state == TrialState::Running {
+        let reason = format!(
+            "paused: the command reported steps up to {} of this run's {}",
+            now.steps.len(),
+            trial.step_to.unwrap_or(0)
+        );
+        study.abandon(n, &reason)?;
+        now = current(study, n)?;
+    }
+    Ok(Ending::Told(Box::new(Recorded {
+        trial: now,
+        late: None,
+    })))
+}
+
+/// Trial `number` as stored now.
+fn current(study: &mut Study, number: u64) -> Result<Trial> {
+    study
+        .trials()?
+        .into_iter()
+        .find(|t| t.number == number)
+        .ok_or_else(|| Error::NotFound(format!("trial {number}")))
 }
 
 /// The checkpoint directory of trial `number` of study `name`, created if needed:
