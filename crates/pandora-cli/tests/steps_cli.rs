@@ -472,3 +472,38 @@ fn runtime_step_costs_are_the_time_between_step_lines() {
     let status = json(d, &["status", "s.toml", "--json"]);
     assert!((status["budget_spent"].as_f64().unwrap() - spent).abs() < 1e-9);
 }
+
+#[test]
+fn a_worker_stopped_by_sigterm_pauses_its_run_with_the_steps_printed() {
+    let dir = setup();
+    let d = dir.path();
+    std::fs::write(d.join("train.py"), HOLD).unwrap();
+    let cfg = run_config("").replace("steps_per_ask = 1", "steps_per_ask = 3");
+    std::fs::write(d.join("s.toml"), cfg).unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_pandora"))
+        .args(["run", "s.toml", "--quiet", "--grace", "0.5"])
+        .env("HOLD", "1")
+        .current_dir(d)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let seen = (0..1200).any(|_| {
+        std::thread::sleep(Duration::from_millis(50));
+        told(d).first().is_some_and(|t| t.1 == [1])
+    });
+    let kill = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(seen && kill.success(), "{err}");
+    assert!(out.status.success(), "{err}");
+    let trials = told(d);
+    // Stopped in the middle of its run (it waits for a file that never comes): paused with the
+    // step it printed, to be resumed from step 2.
+    assert_eq!(trials.len(), 1, "{err}");
+    assert_eq!(trials[0].0["state"], "paused", "{}", trials[0].0);
+    assert_eq!(trials[0].1, [1]);
+}
