@@ -507,3 +507,81 @@ fn a_worker_stopped_by_sigterm_pauses_its_run_with_the_steps_printed() {
     assert_eq!(trials[0].0["state"], "paused", "{}", trials[0].0);
     assert_eq!(trials[0].1, [1]);
 }
+
+/// A training command with a checkpoint per step (it loads exactly the one after step
+/// `PANDORA_STEP_FROM − 1`, as docs/freeze-thaw.md says to) that logs every step it trains.
+const TRAIN_LOGGED: &str = r#"import json, math, os, sys, time
+p = json.load(sys.stdin)
+n = os.environ["PANDORA_TRIAL"]
+first, last = int(os.environ["PANDORA_STEP_FROM"]), int(os.environ["PANDORA_STEP_TO"])
+ckpt = lambda t: os.path.join(os.environ["PANDORA_CHECKPOINT_DIR"], f"after-{t}")
+if first > 1 and not os.path.exists(ckpt(first - 1)):
+    sys.exit(f"no checkpoint after step {first - 1}")
+for t in range(first, last + 1):
+    time.sleep(0.2)
+    with open("trained.log", "a") as log:
+        log.write(f"{n} {t}\n")
+    open(ckpt(t), "w").close()
+    v = (1 - (p["a"] - 0.4) ** 2) * (1 - math.exp(-t / 2))
+    print(json.dumps({"step": t, "objective": v}), flush=True)
+"#;
+
+/// `pandora run` killed with SIGKILL at random moments and started again (after the heartbeat
+/// timeout, here `abandon_stale`): no recorded step is lost or recorded twice, every run
+/// resumes from its checkpoint, and a step is trained again only when its worker was killed
+/// between the step's line and its record (at most one step per kill).
+#[test]
+fn pandora_run_killed_at_random_moments_loses_no_step_and_reruns_at_most_one_per_kill() {
+    let dir = setup();
+    let d = dir.path();
+    std::fs::write(d.join("train.py"), TRAIN_LOGGED).unwrap();
+    let cfg = run_config("").replace("steps_per_ask = 1", "steps_per_ask = 3");
+    std::fs::write(d.join("s.toml"), cfg).unwrap();
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let (mut kills, mut finished) = (0, false);
+    for _round in 0..40 {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_pandora"))
+            .args(["run", "s.toml", "--quiet"])
+            .current_dir(d)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        std::thread::sleep(Duration::from_millis(300 + state % 1200));
+        if let Some(status) = child.try_wait().unwrap() {
+            assert!(status.success(), "pandora run failed: {status}");
+            finished = true;
+            break;
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+        kills += 1;
+        abandon_stale(d);
+    }
+    assert!(finished, "the study did not finish in 40 rounds");
+    assert!(kills >= 3, "only {kills} kills");
+    let trials = told(d);
+    let mut recorded = 0;
+    for (t, steps) in &trials {
+        assert_ne!(t["state"], "failed", "{t}");
+        assert_eq!(steps, &(1..=steps.len() as u64).collect::<Vec<_>>(), "{t}");
+        recorded += steps.len();
+    }
+    let log = std::fs::read_to_string(d.join("trained.log")).unwrap();
+    let trained = log.lines().count();
+    eprintln!("kills {kills} trained {trained} recorded {recorded}");
+    // Every recorded step was trained; the surplus are steps run again after a kill.
+    assert!(
+        trained >= recorded,
+        "{trained} trained, {recorded} recorded"
+    );
+    let unique: std::collections::BTreeSet<&str> = log.lines().collect();
+    assert!(unique.len() >= recorded);
+    assert!(
+        trained - recorded <= kills,
+        "{trained} trained, {recorded} recorded, {kills} kills"
+    );
+}
