@@ -397,10 +397,25 @@ for t in range(first, last + 1):
 
 #[test]
 fn pandora_run_records_each_step_as_the_command_prints_it() {
+    records_each_step_as_printed(None);
+}
+
+#[test]
+#[cfg_attr(not(pandora_postgres), ignore = "set PANDORA_TEST_POSTGRES_URL to run")]
+fn pandora_run_records_each_step_as_the_command_prints_it_on_postgres() {
+    let db = common::TestSchema::new("steps_stream");
+    records_each_step_as_printed(Some(&db.url()));
+}
+
+/// `pandora run` of the [`HOLD`] command on the default SQLite study or on `storage`.
+fn records_each_step_as_printed(storage: Option<&str>) {
     let dir = setup();
     let d = dir.path();
     std::fs::write(d.join("train.py"), HOLD).unwrap();
-    let cfg = run_config("").replace("steps_per_ask = 1", "steps_per_ask = 3");
+    let mut cfg = run_config("").replace("steps_per_ask = 1", "steps_per_ask = 3");
+    if let Some(url) = storage {
+        cfg = cfg.replace("sqlite:steps.db", url);
+    }
     std::fs::write(d.join("s.toml"), cfg).unwrap();
     let child = Command::new(env!("CARGO_BIN_EXE_pandora"))
         .args(["run", "s.toml", "--quiet"])
