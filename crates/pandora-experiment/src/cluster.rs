@@ -37,7 +37,7 @@
 //! `days-hours:minutes:seconds`, the `%A`/`%a` output patterns).
 
 use super::config::{Plan, RunSpec};
-use super::estimate::{Clock, Rate, Rates, mean_costs, run_work};
+use super::estimate::{Clock, Rate, Rates, mean_costs, run_work, run_work_at};
 use super::report::completeness;
 use super::run::{Instances, run_one};
 use super::shard::assign;
@@ -172,6 +172,11 @@ pub trait Grid: Sync {
     fn calibration_key(&self, group: Group) -> Group {
         group
     }
+    /// `run`'s work and evaluations as its group's measured `rate` says (its weight unchanged:
+    /// the shards must follow from the configuration); by default as they are.
+    fn at_rate(&self, run: PlannedRun, _rate: &Rate) -> PlannedRun {
+        run
+    }
     /// Among the groups of a key, the one calibrated is the one of lowest rank (the first of
     /// them on ties); by default all rank 0.
     fn calibration_rank(&self, _group: Group) -> f64 {
@@ -277,14 +282,17 @@ fn rates(
 }
 
 /// The estimate of every run of `runs` with `rates`.
-pub fn estimate_runs(runs: Vec<PlannedRun>, rates: &Rates) -> Vec<RunEstimate> {
+pub fn estimate_runs(grid: &impl Grid, runs: Vec<PlannedRun>, rates: &Rates) -> Vec<RunEstimate> {
     runs.into_iter()
-        .map(|run| RunEstimate {
-            seconds: rates
-                .by_pair
-                .get(&run.group)
-                .map(|r| r.seconds(run.units, run.evaluations)),
-            run,
+        .map(|run| match rates.by_pair.get(&run.group) {
+            Some(rate) => {
+                let run = grid.at_rate(run, rate);
+                RunEstimate {
+                    seconds: Some(rate.seconds(run.units, run.evaluations)),
+                    run,
+                }
+            }
+            None => RunEstimate { seconds: None, run },
         })
         .collect()
 }
@@ -632,7 +640,7 @@ pub fn plan_grid(
     let (rates, sources) = rates(grid, &runs, out, args.calibration_steps.max(1), reporter)?;
     let todo: Vec<PlannedRun> = runs.iter().filter(|r| !r.done).cloned().collect();
     let (setups, setup_note) = grid.setups(&todo, reporter)?;
-    let estimates = estimate_runs(runs, &rates);
+    let estimates = estimate_runs(grid, runs, &rates);
     let n = estimates.len();
     let shards = args
         .shards
@@ -699,6 +707,8 @@ pub fn plan_grid(
 /// [`super::estimate`]'s, rates come from traces.
 pub struct ExperimentGrid<'a> {
     plan: &'a Plan,
+    /// The mean cost `c̄` of every problem ([`mean_costs`]).
+    costs: Vec<f64>,
 }
 
 /// Runs pair `(problem, policy)`'s first seed for `steps` BO steps in a temporary directory and
@@ -763,7 +773,7 @@ impl Grid for ExperimentGrid<'_> {
 
     fn runs(&self, out: &Path) -> Result<Vec<PlannedRun>> {
         let plan = self.plan;
-        let costs = mean_costs(plan)?;
+        let costs = &self.costs;
         let c = completeness(plan, &out.join("traces"));
         let not_done: BTreeSet<&String> = c.missing.iter().chain(&c.unfinished).collect();
         Ok(plan
@@ -783,6 +793,21 @@ impl Grid for ExperimentGrid<'_> {
                 }
             })
             .collect())
+    }
+
+    fn at_rate(&self, run: PlannedRun, rate: &Rate) -> PlannedRun {
+        let plan = self.plan;
+        let r = RunSpec {
+            problem: run.group.0,
+            policy: run.group.1,
+            seed: plan.seeds[0],
+        };
+        let work = run_work_at(plan, &r, self.costs[r.problem], rate);
+        PlannedRun {
+            units: work.model,
+            evaluations: work.initial + work.bo_steps,
+            ..run
+        }
     }
 
     fn measured(&self, out: &Path) -> Result<Rates> {
@@ -814,7 +839,8 @@ pub fn plan_experiment(args: &PlanArgs, reporter: &dyn Reporter) -> Result<Strin
         .out
         .clone()
         .unwrap_or_else(|| default_out(&plan.name, plan.smoke));
-    plan_grid(&ExperimentGrid { plan: &plan }, args, &out, reporter)
+    let costs = mean_costs(&plan)?;
+    plan_grid(&ExperimentGrid { plan: &plan, costs }, args, &out, reporter)
 }
 
 #[cfg(test)]

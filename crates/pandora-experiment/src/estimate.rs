@@ -23,7 +23,10 @@
 //! `B` it is `⌈B / c̄⌉`, capped by `max_evaluations` (or the 100 000-step safety cap), where `c̄`
 //! is the mean cost of the problem's instance for the first seed at 64 fixed pseudo-random points
 //! of the unit cube (1 for uniform costs). Cost-aware policies favour cheap points and so make
-//! more steps than this; every seed is assumed to cost like the first.
+//! more steps than this: the shard weights use `c̄` (they must follow from the configuration
+//! alone, as every array task computes them), but the seconds of `plan` use the mean cost `c_q`
+//! of the points the policy chose in the traces or calibration steps its rate was measured on
+//! ([`run_work_at`]). Every seed is assumed to cost like the first.
 //!
 //! **Accuracy.** The model is for *relative* sizes: it orders a 500-step cheap run above a
 //! 50-step one and a `d = 32` run above a `d = 8` one, which is what the shard balance needs.
@@ -117,6 +120,18 @@ fn step_units(n: f64, d: f64, raw: f64, restarts: f64) -> f64 {
     (raw + 50.0 * restarts) * (n * n + 20.0 * n * d + 500.0 * d) + 30.0 * n * n * n
 }
 
+/// The estimated work of run `r` with the steps the rate `rate` of its (problem, policy) pair
+/// says it makes: with a budget, `T = ⌈B / c_q⌉` for the mean cost `c_q` of the points the
+/// policy chose in the traces or calibration the rate was measured on, instead of the mean cost
+/// `c̄` of the problem; [`run_work`] without a measured cost (no budget, no model step measured,
+/// or a non-positive cost).
+pub fn run_work_at(plan: &Plan, r: &RunSpec, mean_cost: f64, rate: &Rate) -> RunWork {
+    match (plan.problems[r.problem].budget, rate.step_cost) {
+        (Some(_), Some(c)) if c.is_finite() && c > 0.0 => run_work(plan, r, c),
+        _ => run_work(plan, r, mean_cost),
+    }
+}
+
 /// The estimated work of run `r` (`mean_cost` from [`mean_costs`]).
 pub fn run_work(plan: &Plan, r: &RunSpec, mean_cost: f64) -> RunWork {
     let p = &plan.problems[r.problem];
@@ -177,6 +192,10 @@ pub struct Rate {
     pub timings: usize,
     /// Of which wall times (no CPU time recorded).
     pub wall: usize,
+    /// The mean cost of the points the policy chose (its model steps), where measured: a
+    /// cost-aware policy favours cheap points and so makes more steps than `⌈B / c̄⌉`
+    /// ([`run_work_at`]).
+    pub step_cost: Option<f64>,
 }
 
 /// What [`Rates::from_traces`] adds up per pair.
@@ -196,6 +215,9 @@ struct Sums {
     timings: usize,
     /// Of which wall times.
     wall: usize,
+    /// Cost of every model step, and their number.
+    step_cost: f64,
+    step_costs: usize,
 }
 
 impl Sums {
@@ -252,6 +274,10 @@ impl Rates {
             for s in &t.steps {
                 a.eval_seconds += a.time(s.cpu_seconds_eval, s.seconds_eval);
                 a.evaluations += 1;
+                if s.phase == Phase::Model && s.cost.is_finite() && s.cost > 0.0 {
+                    a.step_cost += s.cost;
+                    a.step_costs += 1;
+                }
                 if s.phase == Phase::Model {
                     if std::mem::take(&mut first) {
                         continue;
@@ -282,6 +308,7 @@ impl Rates {
                     steps: a.steps,
                     timings: a.timings,
                     wall: a.wall,
+                    step_cost: (a.step_costs > 0).then(|| a.step_cost / a.step_costs as f64),
                 };
                 (k, rate)
             })
@@ -457,5 +484,35 @@ tree = [4, 4, 2]
             (both.clock(), both.timings, both.wall),
             (Clock::Mixed, 18, 9)
         );
+    }
+
+    /// A policy that chose points of mean cost 1.5 on a problem whose mean cost is about 11
+    /// makes `⌈B / 1.5⌉` steps in the estimate, not `⌈B / c̄⌉`; without a budget, or without a
+    /// measured cost, the estimate is unchanged.
+    #[test]
+    fn the_steps_follow_the_cost_of_the_points_a_policy_chose() {
+        let plan = parse(CONFIG).unwrap().resolve(false).unwrap();
+        let runs = plan.runs();
+        let costs = mean_costs(&plan).unwrap();
+        let mut t = trace(&plan, 1, 1, 2.0, Some(0.2));
+        for s in t.steps.iter_mut() {
+            s.cost = if s.phase == Phase::Model { 1.5 } else { 11.0 };
+        }
+        let rate = Rates::from_traces(&plan, &[t]).by_pair[&(1, 1)];
+        assert_eq!(rate.step_cost, Some(1.5));
+        // runs[6]: levy (budget 12) × B-MS-EI, seed 0.
+        let at = run_work_at(&plan, &runs[6], costs[1], &rate);
+        assert_eq!(at.bo_steps, 8);
+        let plain = run_work(&plan, &runs[6], costs[1]);
+        assert_eq!(plain.bo_steps, (12.0 / costs[1]).ceil() as usize);
+        assert!(at.model > plain.model);
+        // ackley (no budget): the evaluation cap decides.
+        let w = run_work_at(&plan, &runs[2], costs[0], &rate);
+        assert_eq!(w, run_work(&plan, &runs[2], costs[0]));
+        let unmeasured = Rate {
+            step_cost: None,
+            ..rate
+        };
+        assert_eq!(run_work_at(&plan, &runs[6], costs[1], &unmeasured), plain);
     }
 }

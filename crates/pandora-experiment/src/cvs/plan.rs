@@ -131,6 +131,7 @@ fn rate(seconds: f64, units: f64, decisions: usize, (timings, wall): (usize, usi
         steps: decisions,
         timings,
         wall,
+        step_cost: None,
     }
 }
 
