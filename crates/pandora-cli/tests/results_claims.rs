@@ -122,8 +122,9 @@ fn default_se2() -> String {
     "se2".into()
 }
 
-/// A summary CSV: rows keyed by `problem|policy[|rule|lambda]` (`instance` in place of `problem`
-/// in the freeze-thaw benchmark's files).
+/// A summary CSV: rows keyed by `problem|policy[|rule|lambda|fraction]` (`instance` in place of
+/// `problem` in the freeze-thaw benchmark's files; `fraction` of the budget in the Optuna
+/// comparison's, which have a row per sampler and fraction).
 #[derive(Debug, Clone)]
 struct Table {
     columns: Vec<String>,
@@ -131,7 +132,9 @@ struct Table {
 }
 
 /// The columns that identify a row, in key order (those the file has).
-const KEY_COLUMNS: [&str; 5] = ["problem", "instance", "policy", "rule", "lambda"];
+const KEY_COLUMNS: [&str; 6] = [
+    "problem", "instance", "policy", "rule", "lambda", "fraction",
+];
 
 /// Splits one CSV line; fields may be double-quoted (`"pbgi_d(0.1,2)"`), with `""` for a quote.
 fn csv_fields(line: &str) -> Vec<String> {
@@ -163,7 +166,7 @@ fn parse_table(text: &str) -> Result<Table, String> {
         .filter_map(|k| columns.iter().position(|c| c == k))
         .collect();
     if key_idx.is_empty() {
-        return Err("no key column (problem, instance, policy, rule, lambda)".into());
+        return Err("no key column (problem, instance, policy, rule, lambda, fraction)".into());
     }
     let mut rows = BTreeMap::new();
     for (i, line) in lines.enumerate() {
@@ -535,4 +538,30 @@ fn values_ranges_and_sums_with_an_empty_key_field() {
     check(&claim("30"), doc, &t).expect_err("30 is not the sum");
     let empty = Computation::Sum { refs: vec![] };
     assert!(compute(&empty, &t).unwrap_err().contains("empty"));
+}
+
+#[test]
+fn optuna_files_are_keyed_by_fraction_of_the_budget() {
+    // examples/python/optuna_compare.py --csv: a row per sampler and fraction of the budget.
+    let text = "problem,policy,fraction,cost,n,mean,se2\n\
+                gp8,pandora,0.5,750,16,1.5,0.3\ngp8,pandora,1,1500,16,1.0,0.3\n\
+                gp8,tpe,1,1500,16,2.0,0.4\n";
+    let t = parse_table(text).unwrap();
+    let sep = Computation::Separation {
+        a: "gp8|tpe|1".into(),
+        b: "gp8|pandora|1".into(),
+        mean_column: "mean".into(),
+        se2_column: "se2".into(),
+    };
+    let got = compute(&sep, &t).unwrap();
+    assert!(
+        (got[0] - 1.0).abs() < 1e-12 && (got[1] - 0.5).abs() < 1e-12,
+        "{got:?}"
+    );
+    let dup = "problem,policy,fraction,mean\ngp8,tpe,1,2.0\ngp8,tpe,1,2.1\n";
+    assert!(
+        parse_table(dup)
+            .unwrap_err()
+            .contains("duplicate row gp8|tpe|1")
+    );
 }

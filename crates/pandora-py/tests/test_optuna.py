@@ -397,6 +397,31 @@ def test_gittins_pruner_prunes_a_bad_curve_early_and_keeps_a_good_one():
     assert not info["pruned"] and info["index"] > info["best_complete"]
 
 
+def test_gittins_pruner_step_cost_of_the_params_prices_the_trials_steps():
+    # The best configuration x = 0.3, trained to the end at a step cost of 1 (test above), is
+    # pruned at its first check when its steps cost 100 times as much (λ·c = 0.2 per step, more
+    # than its whole remaining gain), and kept when only other configurations are expensive.
+    def costly_near(x0):
+        return lambda params: 100.0 if abs(params["x"] - x0) < 0.1 else 1.0
+
+    pruner = po.GittinsPruner(lam=0.002, max_steps=T, n_warmup_steps=1, seed=0, grid_points=41,
+                              step_cost=costly_near(0.3))
+    steps, expensive = _run_until_pruned_at(_pruner_study(pruner), 0.3)
+    info = expensive.user_attrs["pandora:pruner"]
+    assert steps == 2 and info["pruned"] and info["step_cost"] == 100.0, info
+    assert info["index"] <= info["best_complete"]
+    pruner = po.GittinsPruner(lam=0.002, max_steps=T, n_warmup_steps=1, seed=0, grid_points=41,
+                              step_cost=costly_near(0.9))
+    steps, cheap = _run_until_pruned_at(_pruner_study(pruner), 0.3)
+    info = cheap.user_attrs["pandora:pruner"]
+    assert steps == T and cheap.state.name == "COMPLETE" and info["step_cost"] == 1.0, info
+    # A bad value of the callable is an error naming it, at the trial's first check.
+    pruner = po.GittinsPruner(lam=0.002, max_steps=T, n_warmup_steps=1, seed=0, grid_points=41,
+                              step_cost=lambda params: -1.0)
+    with pytest.raises(ValueError, match="step_cost"):
+        _run_until_pruned_at(_pruner_study(pruner), 0.3)
+
+
 def test_gittins_pruner_new_configuration_rule_prunes_what_a_new_run_outranks():
     # The literal comparison with the best new configuration: a fresh configuration's prior
     # curve outranks even the best configuration's observed curve, so it is pruned too.
@@ -483,6 +508,11 @@ def test_gittins_pruner_argument_errors_name_the_argument():
         po.GittinsPruner(lam=0.1, max_steps=3, rule="median")
     with pytest.raises(ValueError, match="grid_points"):
         po.GittinsPruner(lam=0.1, max_steps=3, grid_points=4)
+    with pytest.raises(ValueError, match="step_cost"):
+        po.GittinsPruner(lam=0.1, max_steps=3, step_cost=2.0)
+    with pytest.raises(ValueError, match="step_cost"):
+        po.GittinsPruner(lam=0.1, max_steps=3, step_cost=lambda p: 1.0,
+                         rule="new_configuration")
 
 
 def _pruned_worker(url, name, seed):

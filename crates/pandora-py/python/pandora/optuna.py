@@ -656,6 +656,12 @@ class GittinsPruner(optuna.pruners.BasePruner):
             e.g. the training-set sizes).
         step_weights: the relative cost of each step (default 1 each); step ``t`` costs
             ``λ · step_weights[t]`` in objective units.
+        step_cost: a callable ``step_cost(params) -> c > 0`` of the trial's parameters
+            (Optuna's values, as the sampler's ``cost=``): the configuration's cost per step of
+            weight 1, so that step ``t`` of the trial costs ``λ · c · step_weights[t]`` (e.g.
+            an epoch's seconds as a function of the batch size). Default: 1 for every
+            configuration. Only with ``rule="dominated"``, whose decision needs the trial's own
+            cost alone (the other rule would also need the new configuration's).
         n_startup_trials: no pruning until this many trials are complete.
         n_warmup_steps: no pruning of a trial until it has reported more than this many steps.
         rule: ``"dominated"`` (default) or ``"new_configuration"`` (above).
@@ -666,7 +672,8 @@ class GittinsPruner(optuna.pruners.BasePruner):
     Each decision is written to the trial's user attribute ``pandora:pruner``: ``step`` (steps
     reported), ``action`` (``continue``, ``start`` or ``stop``), ``index`` (this trial's),
     ``start_index``, ``best_complete``, ``curves`` (trials in the model), ``running`` (other
-    workers' running trials among them) and ``pruned``.
+    workers' running trials among them), ``step_cost`` (the trial's, 1 without a callable) and
+    ``pruned``.
     For a minimized objective the indices are losses (smaller is better, the comparisons
     above reversed).
     """
@@ -675,11 +682,20 @@ class GittinsPruner(optuna.pruners.BasePruner):
                  steps: Optional[Sequence[int]] = None,
                  positions: Optional[Sequence[float]] = None,
                  step_weights: Optional[Sequence[float]] = None,
+                 step_cost: Optional[Callable[[Dict[str, Any]], float]] = None,
                  n_startup_trials: int = 1, n_warmup_steps: int = 0,
                  rule: str = "dominated", grid_points: int = 101, seed: int = 0) -> None:
         if rule not in ("dominated", "new_configuration"):
             raise ValueError(f"rule: must be 'dominated' or 'new_configuration', got {rule!r}")
         self._rule = rule
+        if step_cost is not None and not callable(step_cost):
+            raise ValueError(f"step_cost: must be None or a callable of the params, got "
+                             f"{step_cost!r}")
+        if step_cost is not None and rule != "dominated":
+            raise ValueError("step_cost: a configuration-dependent step cost needs "
+                             "rule='dominated' (rule='new_configuration' would also need the "
+                             "new configuration's cost, which is not modelled)")
+        self._step_cost = step_cost
         if isinstance(lam, bool) or not isinstance(lam, (int, float)) \
                 or not (math.isfinite(lam) and lam > 0):
             raise ValueError(f"lam: must be a finite number > 0, got {lam!r}")
@@ -725,14 +741,19 @@ class GittinsPruner(optuna.pruners.BasePruner):
             out.append(float(v))
         return out
 
-    def _decide(self, space: _Space, direction: str,
-                curves: List[Dict[str, Any]]) -> Dict[str, Any]:
+    def _decide(self, space: _Space, direction: str, curves: List[Dict[str, Any]],
+                step_cost: float = 1.0) -> Dict[str, Any]:
+        """The native decision; ``step_cost`` (the asked trial's, the first curve) scales λ.
+        That prices exactly the asked trial's steps at ``λ · c · w_t``; the new
+        configuration's index is priced with the same ``c``, which only ``rule="dominated"``,
+        not using that index, can afford (the constructor refuses the other rule)."""
         key = (space.key, direction)
         if key not in self._natives:
             self._natives[key] = Study.create("optuna-pruner", "sqlite::memory:",
                                               space=space.declaration(),
                                               direction=direction)._native
-        request = dict(self._request, curves=curves)
+        request = dict(self._request, curves=curves,
+                       **{"lambda": self._request["lambda"] * step_cost})
         return json.loads(self._natives[key].decide_curves(json.dumps(request)))
 
     def prune(self, study: "optuna.Study", trial: FrozenTrial) -> bool:
@@ -760,7 +781,8 @@ class GittinsPruner(optuna.pruners.BasePruner):
                       and t.number != trial.number and self.curve(t))
         direction = "maximize" if study.direction == optuna.study.StudyDirection.MAXIMIZE \
             else "minimize"
-        out = self._decide(space, direction, curves)
+        cost = self._trial_step_cost(trial)
+        out = self._decide(space, direction, curves, cost)
         action = out["action"]
         if self._rule == "dominated":
             keep = not out["dominated"][0]
@@ -769,5 +791,17 @@ class GittinsPruner(optuna.pruners.BasePruner):
         study._storage.set_trial_user_attr(trial._trial_id, _PRUNER_KEY, {
             "step": len(values), "action": action["action"], "index": out["indices"][0],
             "start_index": out["start_index"], "best_complete": out["fallback"],
-            "curves": len(curves), "running": running, "pruned": not keep})
+            "curves": len(curves), "running": running, "step_cost": cost,
+            "pruned": not keep})
         return not keep
+
+    def _trial_step_cost(self, trial: FrozenTrial) -> float:
+        """``step_cost(params)`` of the trial (1 without a callable), checked finite and > 0."""
+        if self._step_cost is None:
+            return 1.0
+        c = self._step_cost(dict(trial.params))
+        if isinstance(c, bool) or not isinstance(c, (int, float)) \
+                or not (math.isfinite(c) and c > 0):
+            raise ValueError(f"step_cost(params) must be a finite number > 0, got {c!r} for "
+                             f"trial {trial.number} (params {trial.params})")
+        return float(c)
