@@ -7,7 +7,7 @@ use common::{export, pandora};
 
 use serde_json::Value;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 const CONFIG: &str = r#"
@@ -407,30 +407,40 @@ fn pandora_run_records_each_step_as_the_command_prints_it_on_postgres() {
     records_each_step_as_printed(Some(&db.url()));
 }
 
-/// `pandora run` of the [`HOLD`] command on the default SQLite study or on `storage`.
-fn records_each_step_as_printed(storage: Option<&str>) {
-    let dir = setup();
-    let d = dir.path();
-    std::fs::write(d.join("train.py"), HOLD).unwrap();
+/// Starts `pandora run s.toml --quiet ARGS` in `dir` on the [`HOLD`] command (three steps per
+/// run; trial 0 waits after step 1 for a file `go`), on the default SQLite study or on
+/// `storage`, and polls the study (up to 60 s) until trial 0 has step 1 recorded; returns the
+/// process and trial 0's state then (`None`: step 1 was never seen).
+fn start_held_run(dir: &Path, args: &[&str], storage: Option<&str>) -> (Child, Option<Value>) {
+    std::fs::write(dir.join("train.py"), HOLD).unwrap();
     let mut cfg = run_config("").replace("steps_per_ask = 1", "steps_per_ask = 3");
     if let Some(url) = storage {
         cfg = cfg.replace("sqlite:steps.db", url);
     }
-    std::fs::write(d.join("s.toml"), cfg).unwrap();
+    std::fs::write(dir.join("s.toml"), cfg).unwrap();
     let child = Command::new(env!("CARGO_BIN_EXE_pandora"))
         .args(["run", "s.toml", "--quiet"])
+        .args(args)
         .env("HOLD", "1")
-        .current_dir(d)
+        .current_dir(dir)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     let seen = (0..1200).find_map(|_| {
         std::thread::sleep(Duration::from_millis(50));
-        let trials = told(d);
+        let trials = told(dir);
         let first = trials.first()?;
         (first.1 == [1]).then(|| first.0["state"].clone())
     });
+    (child, seen)
+}
+
+/// `pandora run` of the [`HOLD`] command on the default SQLite study or on `storage`.
+fn records_each_step_as_printed(storage: Option<&str>) {
+    let dir = setup();
+    let d = dir.path();
+    let (child, seen) = start_held_run(d, &[], storage);
     std::fs::write(d.join("go"), "").unwrap();
     let out = child.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
@@ -492,21 +502,8 @@ fn runtime_step_costs_are_the_time_between_step_lines() {
 fn a_worker_stopped_by_sigterm_pauses_its_run_with_the_steps_printed() {
     let dir = setup();
     let d = dir.path();
-    std::fs::write(d.join("train.py"), HOLD).unwrap();
-    let cfg = run_config("").replace("steps_per_ask = 1", "steps_per_ask = 3");
-    std::fs::write(d.join("s.toml"), cfg).unwrap();
-    let child = Command::new(env!("CARGO_BIN_EXE_pandora"))
-        .args(["run", "s.toml", "--quiet", "--grace", "0.5"])
-        .env("HOLD", "1")
-        .current_dir(d)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let seen = (0..1200).any(|_| {
-        std::thread::sleep(Duration::from_millis(50));
-        told(d).first().is_some_and(|t| t.1 == [1])
-    });
+    let (child, seen) = start_held_run(d, &["--grace", "0.5"], None);
+    let seen = seen.is_some();
     let kill = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status()
