@@ -477,6 +477,24 @@ fn sample_problem_with(seed: u64, costs: &[f64]) -> (CvsProblem, Sample) {
     (problem_3d(costs, 0.04, 16), f)
 }
 
+/// `max_decisions` ends a run after that many budgeted iterations however much budget is left;
+/// without it the same run goes on.
+#[test]
+fn max_decisions_caps_a_run() {
+    let (p, f) = sample_problem(0);
+    let mut cfg = quick_config(5.0);
+    cfg.optimum = Some(0.0);
+    cfg.max_decisions = Some(3);
+    let mut pol = build_policy("ts-psq", 5.0, 0.01).unwrap();
+    let capped = run(&p, &f, pol.as_mut(), &cfg, 1).unwrap();
+    assert_eq!(capped.steps.len(), 3);
+    cfg.max_decisions = None;
+    let mut pol = build_policy("ts-psq", 5.0, 0.01).unwrap();
+    let full = run(&p, &f, pol.as_mut(), &cfg, 1).unwrap();
+    assert!(full.steps.len() > 3, "{}", full.steps.len());
+    assert_eq!(capped.steps[..], full.steps[..3]);
+}
+
 #[test]
 fn every_named_policy_runs_and_respects_the_budget() {
     let (p, f) = sample_problem(0);

@@ -359,6 +359,12 @@ fn mean_cost(r: &RunSpec) -> Result<f64> {
     Ok(costs.iter().sum::<f64>() / costs.len() as f64)
 }
 
+/// The cost of the most expensive set of run `r`'s cost level.
+fn max_cost(r: &RunSpec) -> Result<f64> {
+    let costs = cost_level(&r.cost_level)?.costs();
+    Ok(costs.iter().copied().fold(f64::NEG_INFINITY, f64::max))
+}
+
 /// The estimated decisions `T = ⌈budget / c̄⌉` of run `r` (at least 1).
 fn run_steps(r: &RunSpec) -> Result<usize> {
     Ok((r.budget / mean_cost(r)?).ceil().max(1.0) as usize)

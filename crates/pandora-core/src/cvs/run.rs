@@ -34,6 +34,10 @@ pub struct RunConfig {
     /// left (default). If false, the run stops at the first unaffordable choice, as Algorithm 1
     /// and the reference code do.
     pub restrict_to_affordable: bool,
+    /// Stop after this many budgeted iterations even if budget is left (`None`, the default: the
+    /// budget alone ends the run). A planner's calibration uses it to time a few decisions with
+    /// a budget large enough for any set.
+    pub max_decisions: Option<usize>,
 }
 
 impl RunConfig {
@@ -51,6 +55,7 @@ impl RunConfig {
             optimizer: SetOptimizer::default(),
             optimum: None,
             restrict_to_affordable: true,
+            max_decisions: None,
         })
     }
 }
@@ -182,6 +187,9 @@ pub fn run(
     let mut best_value = f64::NEG_INFINITY;
     let mut steps = Vec::new();
     loop {
+        if cfg.max_decisions.is_some_and(|m| steps.len() >= m) {
+            break;
+        }
         let remaining = cfg.budget - spent;
         let affordable = if cfg.restrict_to_affordable {
             driver.affordable(remaining)
