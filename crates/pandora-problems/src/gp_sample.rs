@@ -199,6 +199,32 @@ mod tests {
         }
     }
 
+    /// The exported parts (frequencies, scaled cosine and sine weights) rebuild the path exactly:
+    /// what `examples/export_gp_sample.rs` writes for another library to evaluate.
+    #[test]
+    fn frequencies_and_weights_rebuild_the_path() {
+        let d = 3;
+        let s = GpSample::new(&GpSampleSpec::new(d), 5).unwrap();
+        let p = s.path();
+        assert_eq!(p.cos_weights().len(), p.num_features() / 2);
+        assert_eq!(p.sin_weights().len(), p.num_features() / 2);
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(3);
+        for _ in 0..20 {
+            let x: Vec<f64> = (0..d).map(|_| rng.random::<f64>()).collect();
+            let mut f = 0.0;
+            for ((w, a), b) in p
+                .frequencies()
+                .chunks_exact(d)
+                .zip(p.cos_weights())
+                .zip(p.sin_weights())
+            {
+                let z: f64 = w.iter().zip(&x).map(|(wk, xk)| wk * xk).sum();
+                f += a * z.cos() + b * z.sin();
+            }
+            assert!((f - s.eval(&x)).abs() < 1e-12, "{f} vs {}", s.eval(&x));
+        }
+    }
+
     #[test]
     fn same_seed_same_function() {
         let spec = GpSampleSpec::new(4);

@@ -229,6 +229,18 @@ impl PriorPath {
         &self.freqs
     }
 
+    /// The cosine weights, already scaled: `sqrt(σ² · 2/F) · w_j`, length `F/2` (with
+    /// [`PriorPath::frequencies`] and [`PriorPath::sin_weights`], everything needed to evaluate the
+    /// path elsewhere, e.g. to run another library on the same instance).
+    pub fn cos_weights(&self) -> &[f64] {
+        &self.w_cos
+    }
+
+    /// The sine weights, already scaled: `sqrt(σ² · 2/F) · w'_j`, length `F/2`.
+    pub fn sin_weights(&self) -> &[f64] {
+        &self.w_sin
+    }
+
     /// The covariance that paths with these frequencies have over the weights:
     /// `k̂(x, z) = σ² (2/F) Σ_j cos(ω_j·(x − z))`, an unbiased Monte Carlo estimate of `k(x, z)`.
     /// Returns NaN if `x` or `z` does not have length `d`.
