@@ -725,15 +725,50 @@ pub fn parse_output(text: &str) -> Result<Reported, String> {
 /// steps in order from `from`. Returns the steps up to the first line that is not a valid next
 /// step, and the reason that line was refused, if one was.
 pub fn parse_steps(text: &str, from: u32, to: u32) -> (Vec<ReportedStep>, Option<String>) {
-    let mut steps = Vec::new();
-    for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
-        let next = from + steps.len() as u32;
-        match parse_step_line(line, next, to) {
-            Ok(s) => steps.push(s),
-            Err(why) => return (steps, Some(why)),
+    let mut reader = StepReader::new(from, to);
+    let steps = text.lines().filter_map(|l| reader.read(l)).collect();
+    (steps, reader.refused)
+}
+
+/// Reads the step lines of a run of the steps `from..=to` one at a time, as [`parse_steps`]
+/// reads a whole output: blank lines are skipped, each other line must be the next step, and
+/// the first that is not ends the run's steps (every later line is ignored).
+#[derive(Debug, Clone)]
+pub struct StepReader {
+    next: u32,
+    to: u32,
+    /// Why a line was refused, once one was.
+    pub refused: Option<String>,
+}
+
+impl StepReader {
+    /// A reader expecting step `from` first, of a run that ends at step `to`.
+    pub fn new(from: u32, to: u32) -> Self {
+        Self {
+            next: from,
+            to,
+            refused: None,
         }
     }
-    (steps, None)
+
+    /// The step `line` reports, if it is the next one (`None` for a blank line, a refused line
+    /// and every line after one).
+    pub fn read(&mut self, line: &str) -> Option<ReportedStep> {
+        let line = line.trim();
+        if line.is_empty() || self.refused.is_some() {
+            return None;
+        }
+        match parse_step_line(line, self.next, self.to) {
+            Ok(step) => {
+                self.next += 1;
+                Some(step)
+            }
+            Err(why) => {
+                self.refused = Some(why);
+                None
+            }
+        }
+    }
 }
 
 /// Parses one step line (trimmed, not empty) of a trial with steps, which must be step `next`

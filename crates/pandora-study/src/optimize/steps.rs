@@ -13,7 +13,7 @@
 //!
 //! It prints one line `{"step": t, "objective": v}` per step as it finishes it (with `"cost": c`
 //! when costs are reported), for the steps `from..=to` in order
-//! ([`crate::command::parse_step_line`]). With `[cost] kind = "runtime"` a step costs the wall
+//! ([`crate::command::StepReader`]). With `[cost] kind = "runtime"` a step costs the wall
 //! time from the previous step line (the first: from the command's start, so starting the
 //! process and loading the checkpoint are part of it).
 //!
@@ -36,7 +36,7 @@
 //! second connection cannot see) tells its steps when the command ends.
 
 use super::evaluation::{Ending, Evaluation, abandon_reason, command_spec};
-use crate::command::{self, ReportedStep};
+use crate::command::{self, ReportedStep, StepReader};
 use crate::config::CostKind;
 use crate::error::{Error, Result};
 use crate::shutdown::Shutdown;
@@ -77,7 +77,7 @@ pub(crate) fn evaluate(
         &mut |line, at| stream.line(line, at),
     );
     let abandon = abandon_reason(raw.status.as_ref().err(), stop);
-    let reason = match (raw.status, stream.refused) {
+    let reason = match (raw.status, stream.reader.refused) {
         (Err(e), _) => Some(e.to_string()),
         (Ok(()), why) => why,
     };
@@ -95,14 +95,13 @@ pub(crate) fn evaluate(
 /// [`record`], in order.
 struct StepStream {
     number: u64,
-    next: u32,
-    to: u32,
+    /// The step lines read so far; its `refused` says why the stream stopped: a line that is
+    /// not the next step, or a step the study refused.
+    reader: StepReader,
     /// The second connection; `None`: every step is left to [`record`].
     teller: Option<Study>,
     /// The steps not told yet, in order.
     untold: Vec<ReportedStep>,
-    /// Why the stream stopped: a line that is not the next step, or a step the study refused.
-    refused: Option<String>,
     /// With `[cost] kind = "runtime"`: a step costs the time since the previous line.
     runtime: bool,
     /// Known costs are the study's to compute: a reported cost is dropped.
@@ -124,11 +123,9 @@ impl StepStream {
             .flatten();
         Self {
             number: trial.number,
-            next: from,
-            to,
+            reader: StepReader::new(from, to),
             teller,
             untold: Vec::new(),
-            refused: None,
             runtime: cfg.cost.kind == CostKind::Runtime,
             known: study.known_cost(&trial.x).is_some(),
             last_at: Duration::ZERO,
@@ -137,18 +134,9 @@ impl StepStream {
 
     /// A line of the command's stdout, read `at` after its start.
     fn line(&mut self, line: &str, at: Duration) {
-        let line = line.trim();
-        if line.is_empty() || self.refused.is_some() {
+        let Some(mut step) = self.reader.read(line) else {
             return;
-        }
-        let mut step = match command::parse_step_line(line, self.next, self.to) {
-            Ok(step) => step,
-            Err(why) => {
-                self.refused = Some(why);
-                return;
-            }
         };
-        self.next += 1;
         if self.runtime {
             step.cost = Some((at - self.last_at).as_secs_f64().max(1e-9));
         } else if self.known {
@@ -166,7 +154,7 @@ impl StepStream {
         match teller.tell_step(self.number, step.step, step.objective, step.cost) {
             Ok(_) => {}
             Err(Error::Invalid { what, reason }) => {
-                self.refused = Some(format!("step {}: {what}: {reason}", step.step));
+                self.reader.refused = Some(format!("step {}: {what}: {reason}", step.step));
             }
             // Left to the worker's own connection.
             Err(_) => self.untold.push(step),
