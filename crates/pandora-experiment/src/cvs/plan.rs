@@ -2,31 +2,34 @@
 //! ([`crate::cluster`]), which does the estimate, the report and the sbatch script.
 //!
 //! **Groups and work.** A group is a (setting, policy) pair, a setting being an objective × cost
-//! level × variance. A run's work is its shard weight (the parent module's `run_units` over
-//! `T = ⌈budget / c̄⌉` decisions), and its seconds are `a · work` with one rate `a` per group (no
-//! separate per-evaluation rate: an evaluation of these objectives is microseconds).
+//! level × variance. A run's shard weight is the parent module's `run_units` over
+//! `T = ⌈budget / c̄⌉` decisions (it must follow from the configuration alone); its estimate
+//! counts `T_q = ⌈budget / c_q⌉` decisions instead, `c_q` the mean cost of the sets the group's
+//! policy chose where its rate was measured (a cost-aware policy at cheap costs chooses cheap
+//! sets and makes many more than `T`; TS-PSQ, which prefers the full set, fewer), and its
+//! seconds are `a · run_units(T_q)` with one rate `a` per group (no separate per-evaluation rate:
+//! an evaluation of these objectives is microseconds).
 //!
 //! **Rates.** From the complete run records of the grid in `OUT/runs/` when a group has some:
-//! `a = Σ seconds / Σ estimated work` of its records (CPU seconds where recorded, else wall
-//! seconds), so that a plan made while an array runs
-//! (or after one task) accounts for the decisions the policies actually make (cost-aware policies
-//! choose cheap sets and so make more than `T`, which the work model does not see). Otherwise
-//! by a calibration, one per (objective, policy) ([`Grid::calibration_key`]), of its cell with
-//! the most expensive cost level: the first seed, on the configuration's bank and optimizer, with
-//! a budget of `steps · c_max` (the most expensive set's cost: the policy can choose any set) and
-//! at most `steps` decisions, and the reference optimum replaced by 0 (it only shifts the
-//! regret), timed in CPU seconds on a pool of one thread; `a` = seconds / the
-//! work of the decisions it made. The cells of an (objective, policy) differ in the cost level,
-//! which changes the number of decisions (the work counts them) but not the work of one, and in
-//! the variance, which the work model does not see. Measured at the smoke sizes on every cell
-//! of BOCVS Figure 2: within an (objective, policy) the variance moved `a` by at most 2.1× (most
-//! by 1.2–1.6×), the cost level by up to 3× and, for `ts-psq` and `ucb-psq`, whose calibration
-//! at moderate costs then made a single decision (with the earlier budget of `steps · c̄`), by up
-//! to 110× (that single decision is cheap). With that earlier budget a policy that prefers the
-//! full set could not afford it at cheap costs and was timed on partial sets whose decisions cost
-//! about 400× more (TS-PSQ on plant: 21 CPU s against 0.05 s), hence `steps · c_max`. Extrapolating from a handful of decisions at `n₀ + k ≤ 10` observations to a run's last
-//! ones leans on the `n²` shape: as for experiments, take it as good to a factor of about two, and
-//! as a lower bound for the cost-aware policies at cheap costs.
+//! `a = Σ seconds / Σ work of the decisions made` and `c_q` the mean cost of those decisions
+//! (CPU seconds where recorded, else wall seconds), so that a plan made while an array runs (or
+//! after one task) follows what the policies actually do. Otherwise by a calibration, one per
+//! (objective, cost level, policy) ([`Grid::calibration_key`]), of its first cell: the first
+//! seed, on the configuration's bank and optimizer, with a budget of `steps · c_max` (the most
+//! expensive set's cost: the policy can choose any set) and at most `steps` decisions, and the
+//! reference optimum replaced by 0 (it only shifts the regret), timed in CPU seconds on a pool
+//! of one thread; `a` = seconds / the work of the decisions it made. The cells of a key differ
+//! only in the variance, which the work model does not see (measured at the smoke sizes on every
+//! cell of BOCVS Figure 2: within an (objective, policy) the variance moved `a` by at most 2.1×,
+//! most by 1.2–1.6×). The cost level is calibrated on its own because it decides which sets a
+//! policy chooses, hence both the number of decisions and the work of one: with a single
+//! calibration per (objective, policy) at the most expensive level, and the earlier budget
+//! `steps · c̄`, TS-PSQ on plant at cheap costs could not afford the full set, was timed on
+//! partial sets whose decisions cost about 400× more (21 CPU s against 0.05 s) and planned at
+//! `⌈200 / c̄⌉ = 1058` decisions where it makes about `200 / c_full = 200`. Extrapolating from a
+//! handful of decisions at `n₀ + k ≤ 10` observations to a run's last ones leans on the `n²`
+//! shape and on the first `steps` decisions choosing sets as the whole run does: take it as good
+//! to a factor of a few.
 //!
 //! **Set-up.** Every shard computes the reference optimum of each (objective, variance, seed) its
 //! runs need, with the optimum search (far more starts than an acquisition gets), before its
@@ -34,12 +37,13 @@
 //! every key and shard that needs it.
 //!
 //! **Degenerate cases.** A calibration whose run makes no decision (a budget below every set's
-//! cost cannot happen: `steps · c̄ ≥ c̄` pays for the cheapest set) fails with a message and
-//! leaves the group out of the totals.
+//! cost cannot happen: `steps · c_max` pays for any set) fails with a message and leaves the
+//! group out of the totals. A rate without a positive decision cost (no decision recorded)
+//! leaves the run at `T` decisions.
 
 use super::{
-    Plan, RunRecord, RunSpec, default_out, load, max_cost, mean_cost, objective, objective_setup,
-    optimum_key, problem_of, reference_optimum, run_steps, run_units,
+    Plan, RunRecord, RunSpec, default_out, load, max_cost, objective, objective_setup, optimum_key,
+    problem_of, reference_optimum, run_steps, run_units,
 };
 use crate::cluster::{Grid, Group, PlanArgs, PlannedRun, plan_grid};
 use crate::cpu_clock::{Stopwatch, exact_here, on_one_thread};
@@ -57,8 +61,8 @@ struct CvsGrid<'a> {
     settings: Vec<(String, String, String)>,
     /// Policy names in the grid's order.
     policies: Vec<String>,
-    /// Objectives in the grid's order.
-    objectives: Vec<String>,
+    /// (objective, cost level) pairs in the grid's order: the calibration keys.
+    levels: Vec<(String, String)>,
     /// The reference optima's keys, in the grid's order.
     keys: Vec<(String, String, u64)>,
 }
@@ -69,7 +73,7 @@ impl<'a> CvsGrid<'a> {
             plan,
             settings: Vec::new(),
             policies: Vec::new(),
-            objectives: Vec::new(),
+            levels: Vec::new(),
             keys: Vec::new(),
         };
         for r in &plan.runs {
@@ -80,8 +84,9 @@ impl<'a> CvsGrid<'a> {
             if !g.policies.contains(&r.policy) {
                 g.policies.push(r.policy.clone());
             }
-            if !g.objectives.contains(&r.objective) {
-                g.objectives.push(r.objective.clone());
+            let level = (r.objective.clone(), r.cost_level.clone());
+            if !g.levels.contains(&level) {
+                g.levels.push(level);
             }
             let k = optimum_key(r);
             if !g.keys.contains(&k) {
@@ -127,15 +132,21 @@ fn setting(r: &RunSpec) -> (String, String, String) {
 }
 
 /// Seconds over work, 0 without work; `timings` seconds values were added up, `wall` of them
-/// wall times.
-fn rate(seconds: f64, units: f64, decisions: usize, (timings, wall): (usize, usize)) -> Rate {
+/// wall times; `cost` the cost paid over `decisions` decisions (their mean is the rate's
+/// `step_cost`).
+fn rate(
+    seconds: f64,
+    units: f64,
+    (decisions, cost): (usize, f64),
+    (timings, wall): (usize, usize),
+) -> Rate {
     Rate {
         per_unit: if units > 0.0 { seconds / units } else { 0.0 },
         per_evaluation: 0.0,
         steps: decisions,
         timings,
         wall,
-        step_cost: None,
+        step_cost: (decisions > 0 && cost > 0.0).then(|| cost / decisions as f64),
     }
 }
 
@@ -197,8 +208,8 @@ impl Grid for CvsGrid<'_> {
 
     fn measured(&self, out: &Path) -> Result<Rates> {
         let dir = out.join("runs");
-        // Seconds, work, decisions, records, records timed by wall time.
-        let mut sums: BTreeMap<Group, (f64, f64, usize, usize, usize)> = BTreeMap::new();
+        // Seconds, work, decisions, their cost, records, records timed by wall time.
+        let mut sums: BTreeMap<Group, (f64, f64, usize, f64, usize, usize)> = BTreeMap::new();
         let Ok(entries) = std::fs::read_dir(&dir) else {
             return Ok(Rates::default());
         };
@@ -214,16 +225,19 @@ impl Grid for CvsGrid<'_> {
             };
             let s = sums.entry(self.group(r)).or_default();
             let (secs, wall) = seconds_of(rec.cpu_seconds, rec.wall_seconds);
+            // The work of the decisions the run made (the estimate counts them from the mean
+            // cost of the sets chosen, `at_rate`).
             s.0 += secs;
-            s.1 += run_units(self.plan, r, run_steps(r)?)?;
+            s.1 += run_units(self.plan, r, rec.steps.len())?;
             s.2 += rec.steps.len();
-            s.3 += 1;
-            s.4 += wall;
+            s.3 += rec.steps.iter().map(|st| st.cost).sum::<f64>();
+            s.4 += 1;
+            s.5 += wall;
         }
         Ok(Rates {
             by_pair: sums
                 .into_iter()
-                .map(|(g, (secs, units, n, t, w))| (g, rate(secs, units, n, (t, w))))
+                .map(|(g, (secs, units, n, c, t, w))| (g, rate(secs, units, (n, c), (t, w))))
                 .collect(),
         })
     }
@@ -246,6 +260,7 @@ impl Grid for CvsGrid<'_> {
         let start = Stopwatch::start();
         let trace = run(&problem, f.as_ref(), policy.as_mut(), &cfg, r.seed)?;
         let decisions = trace.steps.len();
+        let cost: f64 = trace.steps.iter().map(|s| s.cost).sum();
         let exact = exact_here(self.plan.n_init + decisions);
         let (seconds, wall) = seconds_of(exact.then(|| start.cpu()).flatten(), start.wall());
         if decisions == 0 {
@@ -254,27 +269,45 @@ impl Grid for CvsGrid<'_> {
         Ok(rate(
             seconds,
             run_units(self.plan, r, decisions)?,
-            decisions,
+            (decisions, cost),
             (1, wall),
         ))
     }
 
-    /// Cells with the same objective and policy share a calibration: they differ in the cost
-    /// level (which changes the number of decisions, not their work, and the budget of the
-    /// calibration run is scaled to make `steps` decisions) and in the variance (which the work
-    /// model does not see).
+    /// Cells with the same objective, cost level and policy share a calibration: they differ
+    /// in the variance only, which the work model does not see. The cost level is not shared:
+    /// it decides which sets a policy chooses, hence both the number of decisions and the work
+    /// of one (TS-PSQ on a partial set of plant integrates over the bank: ~400× a full-set
+    /// decision).
     fn calibration_key(&self, g: Group) -> Group {
-        let objective = &self.settings[g.0].0;
-        let o = self.objectives.iter().position(|x| x == objective);
-        (o.unwrap_or(0), g.1)
+        let (objective, level, _) = &self.settings[g.0];
+        let l = self
+            .levels
+            .iter()
+            .position(|(o, c)| o == objective && c == level);
+        (l.unwrap_or(0), g.1)
     }
 
-    /// The most expensive cost level first: its calibration makes about `steps` decisions,
-    /// where at cheap costs the cost-aware policies choose cheap sets and make many more (76
-    /// instead of 4 at the smoke size), which made planning BOCVS Figure 2 take minutes per
-    /// calibration.
-    fn calibration_rank(&self, g: Group) -> f64 {
-        self.first(g).and_then(mean_cost).map_or(0.0, |c| -c)
+    /// The run's decisions counted from the mean cost of the sets its group chose in the
+    /// records or calibration its rate was measured on, `⌈budget / c_chosen⌉`, instead of
+    /// `⌈budget / c̄⌉` (a cost-aware policy at cheap costs chooses cheap sets and makes many
+    /// more; a policy that prefers the full set, fewer).
+    fn at_rate(&self, run: PlannedRun, rate: &Rate) -> PlannedRun {
+        let Some(c) = rate.step_cost.filter(|c| c.is_finite() && *c > 0.0) else {
+            return run;
+        };
+        let Ok(r) = self.first(run.group) else {
+            return run;
+        };
+        let decisions = (r.budget / c).ceil().max(1.0) as usize;
+        match run_units(self.plan, r, decisions) {
+            Ok(units) => PlannedRun {
+                units,
+                evaluations: self.plan.n_init + decisions,
+                ..run
+            },
+            Err(_) => run,
+        }
     }
 
     fn setups(
@@ -332,7 +365,7 @@ mod tests {
     use std::collections::BTreeSet;
 
     /// 2 cost levels × 2 variances of hartmann3 and one setting of gp_sample, 2 policies: 10
-    /// (setting, policy) groups, calibrated by (objective, policy): 4 calibrations.
+    /// (setting, policy) groups, calibrated by (objective, cost level, policy): 6 calibrations.
     const CONFIG: &str = r#"
 [experiment]
 name = "keys"
@@ -350,7 +383,7 @@ variances = [0.04]
 "#;
 
     #[test]
-    fn cells_share_a_calibration_per_objective_and_policy() {
+    fn cells_share_a_calibration_per_objective_cost_level_and_policy() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("c.toml");
         std::fs::write(&path, CONFIG).unwrap();
@@ -359,15 +392,55 @@ variances = [0.04]
         let groups: BTreeSet<Group> = plan.runs.iter().map(|r| grid.group(r)).collect();
         assert_eq!(groups.len(), 10);
         let keys: BTreeSet<Group> = groups.iter().map(|&g| grid.calibration_key(g)).collect();
-        assert_eq!(keys.len(), 4);
-        // Cells share a key exactly when they share objective and policy.
+        assert_eq!(keys.len(), 6);
+        // Cells share a key exactly when they share objective, cost level and policy.
         for &a in &groups {
             for &b in &groups {
                 let (ra, rb) = (grid.first(a).unwrap(), grid.first(b).unwrap());
-                let same = ra.objective == rb.objective && ra.policy == rb.policy;
+                let same = ra.objective == rb.objective
+                    && ra.cost_level == rb.cost_level
+                    && ra.policy == rb.policy;
                 assert_eq!(grid.calibration_key(a) == grid.calibration_key(b), same);
             }
         }
+    }
+
+    /// A run's estimate counts `⌈budget / c_q⌉` decisions for the mean cost `c_q` of the sets its
+    /// rate saw chosen; without one, the planned `⌈budget / c̄⌉`.
+    #[test]
+    fn the_decisions_follow_the_cost_of_the_sets_chosen() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.toml");
+        std::fs::write(&path, CONFIG).unwrap();
+        let plan = load(path.to_str().unwrap(), false).unwrap();
+        let grid = CvsGrid::new(&plan);
+        let runs = grid.runs(dir.path()).unwrap();
+        let run = runs[0].clone();
+        let spec = grid.first(run.group).unwrap();
+        assert_eq!(run.evaluations, plan.n_init + run_steps(spec).unwrap());
+        let chosen = |c: Option<f64>| {
+            let rate = Rate {
+                step_cost: c,
+                ..rate(1.0, 1.0, (1, 1.0), (1, 0))
+            };
+            grid.at_rate(run.clone(), &rate)
+        };
+        // Every decision on the full set (cost 1): `budget` decisions.
+        let full = chosen(Some(1.0));
+        let decisions = spec.budget.ceil() as usize;
+        assert_eq!(full.evaluations, plan.n_init + decisions);
+        assert_eq!(full.units, run_units(&plan, spec, decisions).unwrap());
+        assert_eq!(full.weight, run.weight);
+        // The cheapest sets (0.01): a hundred times as many.
+        let cheap = chosen(Some(0.01));
+        assert_eq!(
+            cheap.evaluations,
+            plan.n_init + (spec.budget / 0.01).ceil() as usize
+        );
+        assert!(cheap.units > full.units);
+        // No decision cost measured: as planned.
+        assert_eq!(chosen(None).evaluations, run.evaluations);
+        assert_eq!(chosen(Some(0.0)).evaluations, run.evaluations);
     }
 
     /// Measurement, not a check: every cell of the configuration in `PANDORA_CELLS` (all cost
