@@ -5,8 +5,15 @@
 //! 12 ms) and solves 1000 right-hand sides 6–13× faster than nalgebra, in pure Rust. Everything
 //! faer-specific is kept in this module so that an upgrade touches one file.
 //!
-//! All routines run with `Par::Seq`: Pandora parallelizes across restarts and candidates with
-//! rayon instead, which is faster at the sizes of Bayesian optimization.
+//! Pandora parallelizes across restarts and candidates with rayon, which is faster at the sizes
+//! of Bayesian optimization, so the routines here run with `Par::Seq`, except the cubic ones on
+//! large matrices called from outside rayon's pool ([`par_for`]): the factorization, the inverse
+//! and the triangular solves with many right-hand sides once `n ≥ 512`, where a cost-aware study
+//! reaches a thousand observations and one likelihood evaluation is a quarter of a second on one
+//! core (n = 2000). faer splits that work over output blocks without changing any sum's order:
+//! its results are the same to the bit with any number of threads (checked by
+//! `parallel_routines_are_bit_identical_to_sequential`), so decisions do not depend on the
+//! machine.
 
 use crate::error::{Error, Result};
 use faer::dyn_stack::{MemBuffer, MemStack};
@@ -16,6 +23,22 @@ use faer::linalg::triangular_solve::{
     solve_lower_triangular_in_place, solve_upper_triangular_in_place,
 };
 use faer::{Accum, Mat, MatMut, MatRef, Par};
+
+/// The smallest order from which [`par_for`] runs the cubic routines on rayon's pool.
+const PAR_MIN_N: usize = 512;
+
+/// The parallelism for a cubic routine on an `n × n` factor with `cols` right-hand sides (use
+/// `cols = n` for a factorization or an inverse): all of rayon's threads when the work is large
+/// (`n ≥ 512`, `cols ≥ 64`) and the caller is not already one of rayon's workers (a fit's
+/// parallel starts, the maximization's candidates), sequential otherwise. The results do not
+/// depend on it (see the module doc).
+pub fn par_for(n: usize, cols: usize) -> Par {
+    if n >= PAR_MIN_N && cols >= 64 && rayon::current_thread_index().is_none() {
+        Par::rayon(0)
+    } else {
+        Par::Seq
+    }
+}
 
 /// How much diagonal jitter [`Cholesky::factor`] may add to a matrix that is not numerically
 /// positive definite.
@@ -60,13 +83,14 @@ fn try_factor(a: MatRef<'_, f64>, jitter: f64) -> Option<Mat<f64>> {
             0.0
         }
     });
-    let req = llt::factor::cholesky_in_place_scratch::<f64>(n, Par::Seq, Default::default());
+    let par = par_for(n, n);
+    let req = llt::factor::cholesky_in_place_scratch::<f64>(n, par, Default::default());
     let mut buf = MemBuffer::new(req);
     let stack = MemStack::new(&mut buf);
     match llt::factor::cholesky_in_place(
         l.as_mut(),
         Default::default(),
-        Par::Seq,
+        par,
         stack,
         Default::default(),
     ) {
@@ -225,12 +249,14 @@ impl Cholesky {
 
     /// Solves `L X = B` in place.
     pub fn solve_lower_in_place(&self, rhs: MatMut<'_, f64>) {
-        solve_lower_triangular_in_place(self.l.as_ref(), rhs, Par::Seq);
+        let par = par_for(self.n(), rhs.ncols());
+        solve_lower_triangular_in_place(self.l.as_ref(), rhs, par);
     }
 
     /// Solves `Lᵀ X = B` in place.
     pub fn solve_upper_in_place(&self, rhs: MatMut<'_, f64>) {
-        solve_upper_triangular_in_place(self.l.transpose(), rhs, Par::Seq);
+        let par = par_for(self.n(), rhs.ncols());
+        solve_upper_triangular_in_place(self.l.transpose(), rhs, par);
     }
 
     /// Solves `(L Lᵀ) X = B` in place.
@@ -266,10 +292,11 @@ impl Cholesky {
     pub fn inverse_lower(&self) -> Mat<f64> {
         let n = self.n();
         let mut out = Mat::zeros(n, n);
-        let req = llt::inverse::inverse_scratch::<f64>(n, Par::Seq);
+        let par = par_for(n, n);
+        let req = llt::inverse::inverse_scratch::<f64>(n, par);
         let mut buf = MemBuffer::new(req);
         let stack = MemStack::new(&mut buf);
-        llt::inverse::inverse(out.as_mut(), self.l.as_ref(), Par::Seq, stack);
+        llt::inverse::inverse(out.as_mut(), self.l.as_ref(), par, stack);
         out
     }
 }
@@ -471,6 +498,57 @@ mod tests {
         gemm(dense.as_mut(), false, c.l().transpose(), b, 1.0);
         trmm(tri.as_mut(), c.l().transpose(), true, b);
         assert!(max_abs_diff(dense.as_ref(), tri.as_ref()) < 1e-13);
+    }
+
+    /// Bits of every entry of a matrix, column by column.
+    fn bits(m: MatRef<'_, f64>) -> Vec<u64> {
+        (0..m.ncols())
+            .flat_map(|j| (0..m.nrows()).map(move |i| m[(i, j)].to_bits()))
+            .collect()
+    }
+
+    /// The routines [`par_for`] runs on rayon's pool give the same bits as on one thread: called
+    /// from outside the pool (parallel from `n = 512`) and from inside a one-thread pool
+    /// (sequential), and faer's factorization with 3 tasks against `Par::Seq`. A decision must
+    /// not depend on the machine's core count.
+    #[test]
+    fn parallel_routines_are_bit_identical_to_sequential() {
+        let seq = rayon::ThreadPoolBuilder::new()
+            .num_threads(1)
+            .build()
+            .unwrap();
+        for (n, seed) in [(511, 1), (512, 2), (777, 3), (1100, 4)] {
+            let a = random_spd(n, seed);
+            assert_eq!(par_for(n, n) != Par::Seq, n >= PAR_MIN_N);
+            assert_eq!(seq.install(|| par_for(n, n)), Par::Seq);
+            let run = || {
+                let c = Cholesky::factor(a.as_ref(), JitterPolicy::default()).unwrap();
+                let inv = c.inverse_lower();
+                let mut rhs = Mat::from_fn(n, 100, |i, j| ((i * 7 + j * 3) % 11) as f64 - 5.0);
+                c.solve_in_place(rhs.as_mut());
+                (bits(c.l.as_ref()), bits(inv.as_ref()), bits(rhs.as_ref()))
+            };
+            let parallel = run();
+            let sequential = seq.install(run);
+            assert!(parallel == sequential, "n = {n}");
+        }
+        // Thread-count independence of faer's own split.
+        let a = random_spd(1100, 5);
+        let factor = |par: Par| {
+            let mut l = a.clone();
+            let req = llt::factor::cholesky_in_place_scratch::<f64>(1100, par, Default::default());
+            let mut buf = MemBuffer::new(req);
+            llt::factor::cholesky_in_place(
+                l.as_mut(),
+                Default::default(),
+                par,
+                MemStack::new(&mut buf),
+                Default::default(),
+            )
+            .unwrap();
+            bits(l.as_ref())
+        };
+        assert!(factor(Par::rayon(3)) == factor(Par::Seq));
     }
 
     /// The padded product equals the dense one on sizes around the block size (one block, a

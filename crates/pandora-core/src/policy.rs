@@ -567,9 +567,12 @@ pub fn fit_objective_model(
         } else {
             FitKind::Warm
         };
+        model.inner().prepare();
         return Ok((model, kind));
     }
     let model = GpModel::fit(x, y, d, &transforms, &opts, warm)?;
+    // L⁻¹ on all cores now, rather than on one inside the maximization's first parallel batch.
+    model.inner().prepare();
     Ok((model, FitKind::Full))
 }
 

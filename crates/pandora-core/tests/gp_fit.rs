@@ -224,3 +224,61 @@ fn a_warm_start_within_the_gradient_tolerance_is_kept_and_others_run() {
         strict.result.evaluations
     );
 }
+
+/// A fit conditions its GP on the factor it already has (the kept warm start: the likelihood's
+/// own; every fit: one factorization for the mean and the GP) instead of factorizing the same
+/// matrix two or three times. The GP must be the one `ExactGp::new` builds from the fitted
+/// hyperparameters, to the bit, for every kernel and a learned noise.
+#[test]
+fn fitted_gps_equal_a_fresh_conditioning_on_their_hyperparameters() {
+    use pandora_core::gp::model::ExactGp;
+    let d = 3;
+    let kinds = [
+        KernelKind::Matern12,
+        KernelKind::Matern32,
+        KernelKind::Matern52,
+        KernelKind::Rbf,
+    ];
+    for (i, kind) in kinds.into_iter().enumerate() {
+        let truth = Kernel::new(kind, vec![0.3, 0.5, 0.4], 1.0).unwrap();
+        let (x, y) = gp_sample(&truth, 61, 1e-4, 11 + i as u64);
+        let opts = FitOptions {
+            kind,
+            noise: if i % 2 == 0 {
+                NoiseSpec::Fixed(1e-4)
+            } else {
+                NoiseSpec::Learned { floor: 1e-4 }
+            },
+            ..FitOptions::default()
+        };
+        let prev = fit(&x[..60 * d], &y[..60], d, &opts, None).unwrap();
+        let full = fit(&x, &y, d, &opts, Some(&prev.params)).unwrap();
+        let warm = fit_warm_or_keep(&x, &y, d, &opts, &prev.params, 0.0).unwrap();
+        let kept = fit_warm_or_keep(&x, &y, d, &opts, &prev.params, 1e9).unwrap();
+        assert!(kept.kept && !warm.kept);
+        let q: Vec<f64> = (0..20 * d)
+            .map(|t| ((t * 37) % 101) as f64 / 100.0)
+            .collect();
+        for (what, r) in [
+            ("full", &full),
+            ("warm", &warm.result),
+            ("kept", &kept.result),
+        ] {
+            let fresh = ExactGp::new(x.clone(), y.clone(), r.params.clone()).unwrap();
+            let bits = |v: &[f64]| v.iter().map(|t| t.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(r.gp.alpha()), bits(fresh.alpha()), "{kind:?} {what}");
+            let (m1, v1) = r.gp.predict(&q).unwrap();
+            let (m2, v2) = fresh.predict(&q).unwrap();
+            assert_eq!(
+                (bits(&m1), bits(&v1)),
+                (bits(&m2), bits(&v2)),
+                "{kind:?} {what}"
+            );
+            assert_eq!(
+                r.log_marginal_likelihood.to_bits(),
+                fresh.log_marginal_likelihood().to_bits(),
+                "{kind:?} {what}"
+            );
+        }
+    }
+}

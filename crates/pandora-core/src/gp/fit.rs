@@ -30,8 +30,9 @@
 
 use crate::error::{Error, Result};
 use crate::gp::kernel::{Kernel, KernelKind};
-use crate::gp::likelihood::{log_marginal_likelihood_profiled, profiled_mean};
+use crate::gp::likelihood::{factor_for_likelihood, lml_profiled_with_factor, ml_mean};
 use crate::gp::model::{ExactGp, GpParams};
+use crate::linalg::Cholesky;
 use crate::optim::lbfgsb::{self, LbfgsbOptions};
 use rand::{RngExt, SeedableRng};
 use rand_distr::{Distribution, StandardNormal};
@@ -287,10 +288,22 @@ fn objective(
     x: &[f64],
     y: &[f64],
 ) -> f64 {
+    objective_with_factor(theta, grad, layout, opts, x, y).0
+}
+
+/// [`objective`], and the factor of `K + σ_n² I` it evaluated (none when it failed).
+fn objective_with_factor(
+    theta: &[f64],
+    grad: &mut [f64],
+    layout: &Layout,
+    opts: &FitOptions,
+    x: &[f64],
+    y: &[f64],
+) -> (f64, Option<Cholesky>) {
     let (kernel, noise) = unpack(theta, layout, opts);
     let mean = (!opts.fit_mean).then_some(opts.fixed_mean);
-    let Ok((l, _)) = log_marginal_likelihood_profiled(&kernel, noise, mean, x, y) else {
-        return f64::INFINITY;
+    let Ok((l, _, chol)) = lml_profiled_with_factor(&kernel, noise, mean, x, y) else {
+        return (f64::INFINITY, None);
     };
     let d = layout.d;
     let mut value = l.value;
@@ -316,7 +329,7 @@ fn objective(
     for g in grad.iter_mut() {
         *g = -*g;
     }
-    -value
+    (-value, Some(chol))
 }
 
 fn unpack(theta: &[f64], layout: &Layout, opts: &FitOptions) -> (Kernel, f64) {
@@ -490,6 +503,11 @@ impl Search {
     }
 
     /// The result of the winning start `best` (position `best_start`) after `evaluations`.
+    /// The fit of the start `best`: its hyperparameters, the mean the search profiled out and
+    /// the GP conditioned on them, from `factor` when the caller has the factor of `K + σ_n² I`
+    /// at `best` already (the likelihood's), else from one factorization (the same bits: the
+    /// likelihood factorizes the same matrix).
+    #[allow(clippy::too_many_arguments)]
     fn finish(
         &self,
         best: &StartResult,
@@ -498,11 +516,15 @@ impl Search {
         opts: &FitOptions,
         x: &[f64],
         y: &[f64],
+        factor: Option<Cholesky>,
     ) -> Result<FitResult> {
         let (kernel, noise) = unpack(&best.0, &self.layout, opts);
-        // The mean the search profiled out, without the likelihood's inverse and gradient.
+        let chol = match factor {
+            Some(c) => c,
+            None => factor_for_likelihood(&kernel, noise, x)?,
+        };
         let mean = if opts.fit_mean {
-            profiled_mean(&kernel, noise, x, y)?
+            ml_mean(&chol, y)
         } else {
             opts.fixed_mean
         };
@@ -511,7 +533,7 @@ impl Search {
             mean,
             noise,
         };
-        let gp = ExactGp::new(x.to_vec(), y.to_vec(), params.clone())?;
+        let gp = ExactGp::from_factor(x.to_vec(), y.to_vec(), params.clone(), chol)?;
         let lml = gp.log_marginal_likelihood();
         Ok(FitResult {
             params,
@@ -579,7 +601,7 @@ pub fn fit(
         .collect();
     let evaluations = results.iter().map(|r| r.2).sum();
     let (best_start, best) = best_of_starts(&results, "hyperparameter")?;
-    search.finish(best, best_start, evaluations, opts, x, y)
+    search.finish(best, best_start, evaluations, opts, x, y, None)
 }
 
 /// The outcome of [`fit_warm`] and [`fit_warm_or_keep`].
@@ -641,11 +663,12 @@ pub fn fit_warm_or_keep(
     let mut run_opts = std::borrow::Cow::Borrowed(opts);
     if keep_tol > 0.0 {
         let mut g = vec![0.0; t.len()];
-        let f0 = objective(&t, &mut g, &search.layout, opts, x, y);
+        let (f0, factor) = objective_with_factor(&t, &mut g, &search.layout, opts, x, y);
         if f0.is_finite() {
             let tol = keep_tol * n;
             if search.projected_gradient(&t, &g) <= tol {
-                let result = search.finish(&(t, f0, 1), 0, 1, opts, x, y)?;
+                // Kept: the GP is conditioned on the factor this evaluation computed.
+                let result = search.finish(&(t, f0, 1), 0, 1, opts, x, y, factor)?;
                 return Ok(WarmFit {
                     result,
                     gain_per_point: 0.0,
@@ -669,7 +692,7 @@ pub fn fit_warm_or_keep(
     } else {
         f64::INFINITY
     };
-    let result = search.finish(&start, 0, start.2, opts, x, y)?;
+    let result = search.finish(&start, 0, start.2, opts, x, y, None)?;
     Ok(WarmFit {
         result,
         gain_per_point,

@@ -50,6 +50,19 @@ pub fn log_marginal_likelihood_profiled(
     x: &[f64],
     y: &[f64],
 ) -> Result<(LmlGrad, f64)> {
+    lml_profiled_with_factor(kernel, noise, mean, x, y).map(|(l, c, _)| (l, c))
+}
+
+/// As [`log_marginal_likelihood_profiled`], also returning the factor of `K + σ_n² I` it used, so
+/// that a caller who keeps these hyperparameters conditions the GP on it instead of factorizing
+/// the same matrix again (`gp::fit`: a kept warm start).
+pub(crate) fn lml_profiled_with_factor(
+    kernel: &Kernel,
+    noise: f64,
+    mean: Option<f64>,
+    x: &[f64],
+    y: &[f64],
+) -> Result<(LmlGrad, f64, Cholesky)> {
     let d = kernel.dim();
     let n = y.len();
     // Lower triangles only: the factorization and the gradient below read nothing else.
@@ -125,6 +138,7 @@ pub fn log_marginal_likelihood_profiled(
             jitter: chol.jitter(),
         },
         mean,
+        chol,
     ))
 }
 
@@ -132,13 +146,17 @@ pub fn log_marginal_likelihood_profiled(
 /// [`log_marginal_likelihood_profiled`] (the same factorization and sums, so the same value to
 /// the bit) without the likelihood's inverse and gradient: one factorization, two solves.
 pub fn profiled_mean(kernel: &Kernel, noise: f64, x: &[f64], y: &[f64]) -> Result<f64> {
+    Ok(ml_mean(&factor_for_likelihood(kernel, noise, x)?, y))
+}
+
+/// The factor of `K + σ_n² I` exactly as the likelihood computes it (the same matrix to the bit).
+pub(crate) fn factor_for_likelihood(kernel: &Kernel, noise: f64, x: &[f64]) -> Result<Cholesky> {
     let (k, _) = kernel_matrix_lower(kernel, x, noise, true);
-    let chol = Cholesky::factor(k.as_ref(), JitterPolicy::default())?;
-    Ok(ml_mean(&chol, y))
+    Cholesky::factor(k.as_ref(), JitterPolicy::default())
 }
 
 /// `c*` from the factor of `K` (the sample mean if `1ᵀK⁻¹1` is not a positive number).
-fn ml_mean(chol: &Cholesky, y: &[f64]) -> f64 {
+pub(crate) fn ml_mean(chol: &Cholesky, y: &[f64]) -> f64 {
     let n = y.len();
     let a = chol.solve_vec(&vec![1.0; n]);
     let num: f64 = a.iter().zip(y).map(|(u, v)| u * v).sum();
