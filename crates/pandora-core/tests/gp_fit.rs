@@ -282,3 +282,38 @@ fn fitted_gps_equal_a_fresh_conditioning_on_their_hyperparameters() {
         }
     }
 }
+
+/// From `SCREEN_FROM_N` observations the cold starts of a full fit run on a subset and only the
+/// best candidate (by its value on all the data) is refined on all of it: deterministic, and
+/// as good as single runs on all the data from the warm start and from the true
+/// hyperparameters.
+#[test]
+fn a_screened_fit_at_large_n_reaches_the_full_data_optimum() {
+    use pandora_core::gp::fit::SCREEN_FROM_N;
+    let d = 4;
+    let n = SCREEN_FROM_N + 76;
+    let truth = Kernel::new(KernelKind::Matern52, vec![0.3, 0.6, 0.4, 0.8], 1.0).unwrap();
+    let (x, y) = gp_sample(&truth, n, 1e-4, 21);
+    let opts = FitOptions {
+        restarts: 2,
+        ..FitOptions::default()
+    };
+    let prev = fit(&x[..500 * d], &y[..500], d, &opts, None).unwrap();
+    let a = fit(&x, &y, d, &opts, Some(&prev.params)).unwrap();
+    let b = fit(&x, &y, d, &opts, Some(&prev.params)).unwrap();
+    assert_eq!(a.log_posterior.to_bits(), b.log_posterior.to_bits());
+    assert_eq!(a.params, b.params);
+    let from_prev = fit_warm(&x, &y, d, &opts, &prev.params).unwrap().result;
+    let true_params = pandora_core::gp::GpParams {
+        kernel: truth.clone(),
+        mean: 0.0,
+        noise: 1e-4,
+    };
+    let from_truth = fit_warm(&x, &y, d, &opts, &true_params).unwrap().result;
+    let reference = from_prev.log_posterior.max(from_truth.log_posterior);
+    assert!(
+        a.log_posterior >= reference - 1e-4 * n as f64,
+        "{} vs {reference}",
+        a.log_posterior
+    );
+}

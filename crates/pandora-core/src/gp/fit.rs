@@ -12,7 +12,17 @@
 //! the log posterior rose above it per observation, which a BO loop reads to decide whether the
 //! single start sufficed (`crate::policy::Refit`). Each evaluation factorizes and inverts the
 //! `n × n` kernel matrix (`O(n³)`); after the search one factorization gives the profiled mean and
-//! one the conditioned GP.
+//! the conditioned GP (a kept warm start reuses its evaluation's factor instead).
+//!
+//! ## Large n: cold starts screened on a subset
+//!
+//! From [`SCREEN_FROM_N`] observations (768: a cost-aware study gets there) one likelihood
+//! evaluation costs a quarter of a second at n = 2000, and a multi-start search about 20 of them
+//! per start. [`fit`] then runs its cold starts (the priors' modes, the random draws) on 384
+//! observations spread evenly over the data, evaluates each of their optima and the warm start
+//! once on all the data, and refines only the best of them on all the data. The cold starts
+//! are there to find another basin than the warm start's; finding it on a subset costs a few
+//! percent of a full run. Measured on the `bo_step_scaling` data (docs/bench.md).
 //!
 //! ## Keeping the warm start
 //!
@@ -594,6 +604,10 @@ pub fn fit(
     for s in &mut starts {
         search.clamp(s);
     }
+    let warm_starts = usize::from(starts.len() > 1 + opts.restarts);
+    if n >= SCREEN_FROM_N {
+        return fit_screened(&search, starts, warm_starts, opts, x, y);
+    }
 
     let results: Vec<StartResult> = starts
         .into_par_iter()
@@ -602,6 +616,84 @@ pub fn fit(
     let evaluations = results.iter().map(|r| r.2).sum();
     let (best_start, best) = best_of_starts(&results, "hyperparameter")?;
     search.finish(best, best_start, evaluations, opts, x, y, None)
+}
+
+/// From this many observations on, [`fit`] screens its cold starts on a subset
+/// ([`fit_screened`]).
+pub const SCREEN_FROM_N: usize = 768;
+
+/// The number of observations the cold starts of a screened fit run on.
+const SCREEN_SUBSET: usize = 384;
+
+/// [`fit`] for `n ≥ SCREEN_FROM_N` observations, where every likelihood evaluation is a
+/// factorization and an inverse of order `n` (a quarter of a second at n = 2000 on one core) and
+/// a multi-start search costs about 20 of them per start. The cold starts (the priors' modes,
+/// the random draws) only have to find the basin: they run on `SCREEN_SUBSET` observations
+/// spread evenly over the data (every `n / SCREEN_SUBSET`-th, in order), at a few percent of the
+/// cost. Each of their optima, and the warm start, is then evaluated once on all the data, and
+/// L-BFGS-B runs on all the data from the best of them only. The result is deterministic (the
+/// subset is a function of `n`); it can differ from the full multi-start search when a cold
+/// start's basin on the subset is not the one it would reach on all the data, and it is never
+/// worse than a single warm run from the best candidate. `evaluations` counts the subset's
+/// evaluations too.
+fn fit_screened(
+    search: &Search,
+    starts: Vec<Vec<f64>>,
+    warm_starts: usize,
+    opts: &FitOptions,
+    x: &[f64],
+    y: &[f64],
+) -> Result<FitResult> {
+    let n = y.len();
+    let d = search.layout.d;
+    let m = SCREEN_SUBSET.min(n);
+    let (mut xs, mut ys) = (Vec::with_capacity(m * d), Vec::with_capacity(m));
+    for k in 0..m {
+        let i = k * n / m;
+        xs.extend_from_slice(&x[i * d..(i + 1) * d]);
+        ys.push(y[i]);
+    }
+    // The cold starts on the subset, in parallel; the warm start as it is.
+    let screened: Vec<(Vec<f64>, usize)> = starts
+        .into_par_iter()
+        .enumerate()
+        .map(|(k, t)| {
+            if k < warm_starts {
+                (t, 0)
+            } else {
+                let ((t, _, e), _) = search.run(t, opts, &xs, &ys);
+                (t, e)
+            }
+        })
+        .collect();
+    let mut evaluations: usize = screened.iter().map(|c| c.1).sum();
+    // Every candidate once on all the data.
+    let mut values: Vec<(f64, Vec<f64>)> = screened
+        .par_iter()
+        .map(|(t, _)| {
+            let mut g = vec![0.0; t.len()];
+            (objective(t, &mut g, &search.layout, opts, x, y), g)
+        })
+        .collect();
+    let best_start = values
+        .iter()
+        .enumerate()
+        .filter(|(_, v)| v.0.is_finite())
+        .min_by(|a, b| a.1.0.total_cmp(&b.1.0))
+        .map(|(k, _)| k)
+        .ok_or_else(|| Error::Numerical("every hyperparameter start failed".into()))?;
+    // The run from the best candidate reuses its evaluation (counted once, as L-BFGS-B's first).
+    evaluations += values.len() - 1;
+    let first = std::mem::take(&mut values[best_start]);
+    let t = screened[best_start].0.clone();
+    let (best, _) = search.run_seeded(t, Some(first), opts, x, y);
+    if !best.1.is_finite() {
+        return Err(Error::Numerical(
+            "the screened hyperparameter start failed".into(),
+        ));
+    }
+    evaluations += best.2;
+    search.finish(&best, best_start, evaluations, opts, x, y, None)
 }
 
 /// The outcome of [`fit_warm`] and [`fit_warm_or_keep`].
