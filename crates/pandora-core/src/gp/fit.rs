@@ -512,11 +512,11 @@ impl Search {
         norm
     }
 
-    /// The result of the winning start `best` (position `best_start`) after `evaluations`.
-    /// The fit of the start `best`: its hyperparameters, the mean the search profiled out and
-    /// the GP conditioned on them, from `factor` when the caller has the factor of `K + σ_n² I`
-    /// at `best` already (the likelihood's), else from one factorization (the same bits: the
-    /// likelihood factorizes the same matrix).
+    /// The fit of the winning start `best` (position `best_start`, after `evaluations`): its
+    /// hyperparameters, the mean the search profiled out and the GP conditioned on them, from
+    /// `factor` when the caller has the factor of `K + σ_n² I` at `best` already (the
+    /// likelihood's), else from one factorization (the same bits: the likelihood factorizes the
+    /// same matrix).
     #[allow(clippy::too_many_arguments)]
     fn finish(
         &self,
