@@ -28,8 +28,10 @@
 //! partial sets whose decisions cost about 400× more (21 CPU s against 0.05 s) and planned at
 //! `⌈200 / c̄⌉ = 1058` decisions where it makes about `200 / c_full = 200`. Extrapolating from a
 //! handful of decisions at `n₀ + k ≤ 10` observations to a run's last ones leans on the `n²`
-//! shape and on the first `steps` decisions choosing sets as the whole run does: take it as good
-//! to a factor of a few.
+//! shape and on the first `steps` decisions choosing sets as the whole run does (not so for the
+//! ETC policies, which explore the sets and then commit to one; unknown beyond 100 decisions for
+//! UCB-CVS at cheap costs, which chose only the cheapest sets for its first 100 on plant): take
+//! it as good to a factor of a few where checked (docs/results.md, BOCVS Figure 2).
 //!
 //! **Set-up.** Every shard computes the reference optimum of each (objective, variance, seed) its
 //! runs need, with the optimum search (far more starts than an acquisition gets), before its
