@@ -698,3 +698,57 @@ fn replayed_policies_reach_the_same_state() {
         }
     }
 }
+
+/// `planned_decisions` (what `pandora cvs plan` counts for policies with a schedule) against
+/// real runs on a 3-D problem with cheap-level costs: ETC with 4 plays per cheaper group
+/// exactly (its exploration, then the full set while affordable, then the dearest affordable
+/// sets), UCB-CVS with a linear decay over 6 observations as an upper bound that its decay phase
+/// only shortens, and `None` for the policies without a schedule.
+#[test]
+fn scheduled_policies_plan_their_decisions() {
+    for seed in [0u64, 1] {
+        let (p, f) = sample_problem_with(seed, &CHEAP);
+        for budget in [0.25, 1.6, 2.35] {
+            let cfg = quick_config(budget);
+            // By hand: 4 × 0.01 + 4 × 0.1 = 0.44 of exploration (as far as the budget goes),
+            // then 1.0 while affordable, then 0.1s, then 0.01s.
+            let by_hand = |budget: f64| -> usize {
+                let mut left = budget;
+                let mut n = 0;
+                for (plays, c) in [(4, 0.01), (4, 0.1)] {
+                    let k = ((left / c + 1e-9).floor() as usize).min(plays);
+                    n += k;
+                    left -= k as f64 * c;
+                }
+                for c in [1.0, 0.1, 0.01] {
+                    let k = (left / c + 1e-9).floor() as usize;
+                    n += k;
+                    left -= k as f64 * c;
+                }
+                n
+            };
+            let mut etc = Etc::new(2.0, EtcPlays::Fixed(4));
+            let planned = etc.planned_decisions(&p, budget).unwrap();
+            assert_eq!(planned, by_hand(budget), "budget {budget}");
+            let tr = run(&p, &f, &mut etc, &cfg, seed).unwrap();
+            assert_eq!(tr.steps.len(), planned, "ETC, seed {seed}, budget {budget}");
+            let mut ucb = UcbCvs::new(
+                2.0,
+                EpsSchedule::Linear {
+                    eps0: 2.0,
+                    t_cut: 6.0,
+                },
+            );
+            let planned = ucb.planned_decisions(&p, budget).unwrap();
+            let tr = run(&p, &f, &mut ucb, &cfg, seed).unwrap();
+            assert!(
+                tr.steps.len() <= planned,
+                "UCB-CVS, seed {seed}, budget {budget}"
+            );
+        }
+        for name in ["ts-psq", "gittins-d", "random"] {
+            let pol = build_policy(name, 1.0, 0.01).unwrap();
+            assert_eq!(pol.planned_decisions(&p, 1.0), None, "{name}");
+        }
+    }
+}

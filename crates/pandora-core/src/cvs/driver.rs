@@ -38,10 +38,7 @@ use crate::error::Result;
 use crate::gp::ExactGp;
 use crate::policy::design_point;
 
-/// Whether a cost fits in what is left of a budget (relative and absolute tolerance `1e-12`).
-pub fn fits(cost: f64, remaining: f64) -> bool {
-    cost <= remaining * (1.0 + 1e-12) + 1e-12
-}
+pub use super::problem::fits;
 
 /// What [`CvsRun::step`] decided.
 #[derive(Debug, Clone, PartialEq)]

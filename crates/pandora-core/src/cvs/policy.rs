@@ -11,7 +11,7 @@
 //! | [`RandomChoice`] | a uniformly random affordable set and uniformly random values |
 
 use super::expected::{Expected, ExpectedImprovementPsq, GittinsIndex, Path, Ucb};
-use super::problem::{CvsProblem, SetOptimizer};
+use super::problem::{CvsProblem, SetOptimizer, fits};
 use crate::acquisition::PbgiDecay;
 use crate::error::{Error, Result};
 use crate::gp::{ExactGp, PosteriorPath};
@@ -113,6 +113,44 @@ pub trait CvsPolicy: Send {
     fn replay(&mut self, decision: &Decision, best_y_before: f64, y: f64) {
         let _ = best_y_before;
         self.observed(decision, y);
+    }
+    /// The number of decisions a fresh run of this policy makes on `problem` with `budget`,
+    /// where its schedule fixes which sets it plays (for planning a grid: `pandora cvs plan`),
+    /// or `None` where that depends on the data (the default). See [`Etc`] and [`UcbCvs`].
+    fn planned_decisions(&self, _problem: &CvsProblem, _budget: f64) -> Option<usize> {
+        None
+    }
+}
+
+/// Decisions of a run that has `remaining` budget and plays, while it can, the dearest set it
+/// can afford (a pure argmax of an expected UCB does: a full query dominates every other set,
+/// and among the partial ones a larger set usually has the larger maximum), then the next
+/// cheaper ones, as a run that restricts its choices to the affordable sets does at the end of
+/// its budget.
+fn dearest_first(problem: &CvsProblem, plan: &mut Spending) -> usize {
+    let mut n = 0;
+    for g in problem.cost_groups().iter().rev() {
+        n += plan.play(g.cost, usize::MAX);
+    }
+    n
+}
+
+/// A budget spent play by play as a run spends it (`spent` accumulated, a set affordable when
+/// it [`fits`] `budget − spent`), so that planned decisions round as the run's do.
+struct Spending {
+    budget: f64,
+    spent: f64,
+}
+
+impl Spending {
+    /// Plays sets of cost `cost` while affordable, at most `max` times; returns how many.
+    fn play(&mut self, cost: f64, max: usize) -> usize {
+        let mut k = 0;
+        while k < max && cost > 0.0 && fits(cost, self.budget - self.spent) {
+            self.spent += cost;
+            k += 1;
+        }
+        k
     }
 }
 
@@ -369,6 +407,27 @@ impl CvsPolicy for UcbCvs {
     fn observed(&mut self, _d: &Decision, _y: f64) {
         self.t += 1;
     }
+    /// With a decaying schedule: `⌈T⌉` decisions while `ε > 0` on the cheapest set (as far as
+    /// the budget goes; UCB-CVS picks the cheapest set within `ε` of the best, and early on `ε`
+    /// admits all of them: on plant at cheap costs 100 of its first 100 decisions), then the
+    /// dearest affordable set (with `ε = 0` the argmax, a full query when affordable). An upper
+    /// bound on the decay phase's length in decisions: as `ε` shrinks the policy moves to dearer
+    /// sets earlier. `Constant(0)` plays the argmax from the start; other constants: `None`.
+    fn planned_decisions(&self, problem: &CvsProblem, budget: f64) -> Option<usize> {
+        let cmin = problem.cost_groups().first()?.cost;
+        let decay = match self.schedule {
+            EpsSchedule::Constant(0.0) => 0.0,
+            EpsSchedule::Constant(_) => return None,
+            _ => self.schedule.t_cut(problem).max(0.0),
+        };
+        // A decay longer than any budget could pay for is no schedule to plan by.
+        if !(decay.is_finite() && decay < 1e9 && cmin > 0.0 && budget.is_finite()) {
+            return None;
+        }
+        let mut plan = Spending { budget, spent: 0.0 };
+        let k = plan.play(cmin, decay.ceil() as usize);
+        Some(k + dearest_first(problem, &mut plan))
+    }
 }
 
 /// Plays per cost group of ETC.
@@ -479,6 +538,22 @@ impl CvsPolicy for Etc {
             }
             self.counts[g] += 1;
         }
+    }
+    /// The exploration plays of each cheaper cost group by increasing cost (as far as the
+    /// budget goes), then the full set while affordable (the commit phase's argmax), then the
+    /// dearest affordable sets: exact when the commit phase plays the full set, which a pure
+    /// argmax of an expected UCB does whenever it can afford it.
+    fn planned_decisions(&self, problem: &CvsProblem, budget: f64) -> Option<usize> {
+        if !(budget.is_finite() && budget < 1e9 * problem.max_cost()) {
+            return None;
+        }
+        let cmax = problem.max_cost();
+        let mut plan = Spending { budget, spent: 0.0 };
+        let mut n = 0;
+        for g in problem.cost_groups().iter().filter(|g| g.cost < cmax) {
+            n += plan.play(g.cost, self.plays.target(g.cost));
+        }
+        Some(n + dearest_first(problem, &mut plan))
     }
 }
 

@@ -10,6 +10,12 @@ use crate::optim::sobol::scrambled_sobol;
 /// Default number of rows of the sample bank (`2^10`, as in the BOCVS experiments).
 pub const DEFAULT_BANK_SIZE: usize = 1024;
 
+/// Whether a cost fits in what is left of a budget (relative and absolute tolerance `1e-12`):
+/// the affordability rule of a run and of the plans of its decisions.
+pub fn fits(cost: f64, remaining: f64) -> bool {
+    cost <= remaining * (1.0 + 1e-12) + 1e-12
+}
+
 /// A control set: the variables whose values the learner chooses, and what that costs.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ControlSet {

@@ -290,18 +290,28 @@ impl Grid for CvsGrid<'_> {
         (l.unwrap_or(0), g.1)
     }
 
-    /// The run's decisions counted from the mean cost of the sets its group chose in the
-    /// records or calibration its rate was measured on, `⌈budget / c_chosen⌉`, instead of
-    /// `⌈budget / c̄⌉` (a cost-aware policy at cheap costs chooses cheap sets and makes many
-    /// more; a policy that prefers the full set, fewer).
+    /// The run's decisions: what the policy's schedule fixes ([`CvsPolicy::planned_decisions`]:
+    /// ETC's exploration plays, UCB-CVS's decay phase, then the full set), else counted from the
+    /// mean cost of the sets its group chose in the records or calibration its rate was measured
+    /// on, `⌈budget / c_chosen⌉`, instead of `⌈budget / c̄⌉` (a cost-aware policy at cheap costs
+    /// chooses cheap sets and makes many more; a policy that prefers the full set, fewer).
+    ///
+    /// [`CvsPolicy::planned_decisions`]: pandora_core::cvs::CvsPolicy::planned_decisions
     fn at_rate(&self, run: PlannedRun, rate: &Rate) -> PlannedRun {
-        let Some(c) = rate.step_cost.filter(|c| c.is_finite() && *c > 0.0) else {
-            return run;
-        };
         let Ok(r) = self.first(run.group) else {
             return run;
         };
-        let decisions = (r.budget / c).ceil().max(1.0) as usize;
+        let scheduled = build_policy(&r.policy, r.budget, self.plan.lambda)
+            .ok()
+            .zip(problem_of(self.plan, r).ok())
+            .and_then(|(p, problem)| p.planned_decisions(&problem, r.budget));
+        let measured = rate
+            .step_cost
+            .filter(|c| c.is_finite() && *c > 0.0)
+            .map(|c| (r.budget / c).ceil().max(1.0) as usize);
+        let Some(decisions) = scheduled.or(measured) else {
+            return run;
+        };
         match run_units(self.plan, r, decisions) {
             Ok(units) => PlannedRun {
                 units,
@@ -407,8 +417,9 @@ variances = [0.04]
         }
     }
 
-    /// A run's estimate counts `⌈budget / c_q⌉` decisions for the mean cost `c_q` of the sets its
-    /// rate saw chosen; without one, the planned `⌈budget / c̄⌉`.
+    /// A run of a policy without a schedule counts `⌈budget / c_q⌉` decisions for the mean cost
+    /// `c_q` of the sets its rate saw chosen; without one, the planned `⌈budget / c̄⌉`. A policy
+    /// with a schedule (UCB-CVS) counts what its schedule says, whatever the rate.
     #[test]
     fn the_decisions_follow_the_cost_of_the_sets_chosen() {
         let dir = tempfile::tempdir().unwrap();
@@ -417,7 +428,12 @@ variances = [0.04]
         let plan = load(path.to_str().unwrap(), false).unwrap();
         let grid = CvsGrid::new(&plan);
         let runs = grid.runs(dir.path()).unwrap();
-        let run = runs[0].clone();
+        // A policy without a schedule (random): the measured rule.
+        let run = runs
+            .iter()
+            .find(|r| grid.first(r.group).unwrap().policy == "random")
+            .unwrap()
+            .clone();
         let spec = grid.first(run.group).unwrap();
         assert_eq!(run.evaluations, plan.n_init + run_steps(spec).unwrap());
         let chosen = |c: Option<f64>| {
@@ -443,6 +459,28 @@ variances = [0.04]
         // No decision cost measured: as planned.
         assert_eq!(chosen(None).evaluations, run.evaluations);
         assert_eq!(chosen(Some(0.0)).evaluations, run.evaluations);
+        // UCB-CVS on hartmann3 at cheap costs (budget 50): its schedule's count, not the rate's.
+        let ucb = runs
+            .iter()
+            .find(|r| {
+                let s = grid.first(r.group).unwrap();
+                s.policy == "ucb-cvs" && s.cost_level == "cheap"
+            })
+            .unwrap()
+            .clone();
+        let s = grid.first(ucb.group).unwrap();
+        let expected = build_policy("ucb-cvs", s.budget, plan.lambda)
+            .unwrap()
+            .planned_decisions(&problem_of(&plan, s).unwrap(), s.budget)
+            .unwrap();
+        for c in [None, Some(0.01), Some(1.0)] {
+            let rate = Rate {
+                step_cost: c,
+                ..rate(1.0, 1.0, (1, 1.0), (1, 0))
+            };
+            let at = grid.at_rate(ucb.clone(), &rate);
+            assert_eq!(at.evaluations, plan.n_init + expected, "{c:?}");
+        }
     }
 
     /// Measurement, not a check: every cell of the configuration in `PANDORA_CELLS` (all cost
