@@ -361,7 +361,7 @@ impl ExactGp {
         Self::check(&x, &y, &params)?;
         let k = kernel_matrix_lower(&params.kernel, &x, params.noise, false).0;
         let chol = Cholesky::factor(k.as_ref(), policy)?;
-        Self::from_factor(x, y, params, chol)
+        Ok(Self::assemble(x, y, params, chol))
     }
 
     /// The GP conditioned with `chol`, the factor of `K(x, x) + σ_n² I` under `params` computed
@@ -379,11 +379,16 @@ impl ExactGp {
         if chol.n() != y.len() {
             return Err(Error::dim("ExactGp: factor order", y.len(), chol.n()));
         }
+        Ok(Self::assemble(x, y, params, chol))
+    }
+
+    /// The GP of checked inputs and the factor `chol` of their kernel matrix.
+    fn assemble(x: Vec<f64>, y: Vec<f64>, params: GpParams, chol: Cholesky) -> Self {
         let d = params.kernel.dim();
         let r: Vec<f64> = y.iter().map(|v| v - params.mean).collect();
         let alpha = chol.solve_vec(&r);
         let xt = scaled_transpose(&params.kernel, &x);
-        Ok(Self {
+        Self {
             d,
             x,
             y,
@@ -393,7 +398,7 @@ impl ExactGp {
             xt,
             linv: OnceLock::new(),
             pool: WorkspacePool::default(),
-        })
+        }
     }
 
     /// Checks the points, targets and hyperparameters of a GP to condition.
