@@ -675,13 +675,12 @@ fn fit_screened(
             (objective(t, &mut g, &search.layout, opts, x, y), g)
         })
         .collect();
-    let best_start = values
+    let candidates: Vec<StartResult> = screened
         .iter()
-        .enumerate()
-        .filter(|(_, v)| v.0.is_finite())
-        .min_by(|a, b| a.1.0.total_cmp(&b.1.0))
-        .map(|(k, _)| k)
-        .ok_or_else(|| Error::Numerical("every hyperparameter start failed".into()))?;
+        .zip(&values)
+        .map(|((t, _), (v, _))| (t.clone(), *v, 1))
+        .collect();
+    let (best_start, _) = best_of_starts(&candidates, "hyperparameter")?;
     // The run from the best candidate reuses its evaluation (counted once, as L-BFGS-B's first).
     evaluations += values.len() - 1;
     let first = std::mem::take(&mut values[best_start]);
