@@ -14,8 +14,8 @@
 
 use crate::acquisition::bmsei::BmseiCarry;
 use crate::acquisition::{
-    Acquirer, AcquisitionName, AcquisitionParams, CostModel, Needs, StepInputs, UnknownCost,
-    fit_log_cost_model,
+    Acquirer, AcquisitionName, AcquisitionParams, CostModel, Needs, OnModel, StepInputs,
+    UnknownCost, build_pointwise, fit_log_cost_model,
 };
 use crate::error::{Error, Result};
 use crate::gp::fit::FitOptions;
@@ -324,6 +324,77 @@ pub struct StepModels {
     /// The log-cost posterior (unknown costs only; `None` for Thompson sampling, which ignores
     /// costs).
     pub cost_model: Option<GpModel>,
+    /// What [`StepModels::rescore`] needs besides the models (pointwise acquisitions only).
+    scoring: Option<Scoring>,
+}
+
+/// The step's acquisition with its filled-in parameters and the pending points it fantasized.
+#[derive(Debug, Clone)]
+struct Scoring {
+    name: AcquisitionName,
+    params: AcquisitionParams,
+    uses_cost: bool,
+    pending: Vec<f64>,
+}
+
+impl StepModels {
+    /// The step's acquisition values at the rows of `points` (row-major, `[0,1]^d`) on the
+    /// step's model with `extra_pending` fantasized too, after the step's own pending points:
+    /// the same kriging-believer fantasies, incumbent, λ, schedule index and cost model as the
+    /// step's maximization. With `extra_pending` empty the values are those the maximization
+    /// scored ([`RunnerUp::acquisition_value`]). Where a worker that decided on a snapshot
+    /// meets points handed out meanwhile, this ranks its runner-ups as a decision that saw
+    /// those points pending would have.
+    ///
+    /// `cost` must be the step's cost setting. `Ok(None)` for acquisitions that are not a
+    /// function of the posterior at a point (MES, KG, TS, the look-ahead trees): they keep no
+    /// runner-ups to re-score.
+    pub fn rescore(
+        &self,
+        cost: CostSetting<'_>,
+        extra_pending: &[f64],
+        points: &[f64],
+    ) -> Result<Option<Vec<f64>>> {
+        let Some(s) = &self.scoring else {
+            return Ok(None);
+        };
+        let d = crate::gp::Posterior::dim(&self.model);
+        for (field, v) in [("extra_pending", extra_pending), ("points", points)] {
+            if !v.len().is_multiple_of(d) {
+                return Err(Error::invalid(
+                    field,
+                    format!("length {} is not a multiple of d = {d}", v.len()),
+                ));
+            }
+        }
+        if points.is_empty() {
+            return Ok(Some(Vec::new()));
+        }
+        let pending = [s.pending.as_slice(), extra_pending].concat();
+        let model = self.model.with_fantasies(&pending)?;
+        let unknown = self.cost_model.as_ref().map(UnknownCost);
+        let acq = build_pointwise(s.name, &s.params, d)?;
+        let values = match cost_model_of(cost, s.uses_cost, unknown.as_ref()) {
+            Some(c) => OnModel::with_cost(&model, acq, c).evaluate(points, false)?,
+            None => OnModel::new(&model, acq).evaluate(points, false)?,
+        };
+        Ok(Some(values.0))
+    }
+}
+
+/// The cost model a step's acquisition divides by: none when it ignores costs or costs are
+/// uniform, the known cost function, or the log-cost GP (`unknown`) when costs are unknown.
+fn cost_model_of<'a>(
+    cost: CostSetting<'a>,
+    uses_cost: bool,
+    unknown: Option<&'a UnknownCost<'a, GpModel>>,
+) -> Option<&'a dyn CostModel> {
+    match cost {
+        _ if !uses_cost => None,
+        CostSetting::Uniform => None,
+        CostSetting::Known(c) => Some(c),
+        CostSetting::Unknown => unknown.map(|u| u as &dyn CostModel),
+    }
 }
 
 /// Proposes the next point. `warm` is the previous step's [`Proposal::params`] (a warm start for
@@ -485,13 +556,15 @@ fn model_step(
         _ => None,
     };
     let unknown = cost_model.as_ref().map(UnknownCost);
-    let cost_ref: Option<&dyn CostModel> = match step.cost {
-        _ if !uses_cost => None,
-        CostSetting::Uniform => None,
-        CostSetting::Known(c) => Some(c),
-        CostSetting::Unknown => unknown.as_ref().map(|u| u as &dyn CostModel),
-    };
-    let a = acquirer.acquire(&step.inputs(Some(&model), cost_model.as_ref(), cost_ref))?;
+    let cost_ref = cost_model_of(step.cost, uses_cost, unknown.as_ref());
+    let inputs = step.inputs(Some(&model), cost_model.as_ref(), cost_ref);
+    let a = acquirer.acquire(&inputs)?;
+    let scoring = acquirer.is_pointwise().then(|| Scoring {
+        name: config.acquisition,
+        params: inputs.params,
+        uses_cost,
+        pending: history.pending.to_vec(),
+    });
     let predicted = |x: &[f64]| -> Result<Option<f64>> {
         Ok(match cost_ref {
             _ if !uses_cost => None,
@@ -529,6 +602,7 @@ fn model_step(
     let models = StepModels {
         model: fitted,
         cost_model,
+        scoring,
     };
     Ok((proposal, Some(models)))
 }
@@ -878,6 +952,88 @@ mod tests {
                 pending.extend_from_slice(&p.x);
             }
         }
+    }
+
+    /// Issue 27: a step's models re-score points as the step scored them (its runner-ups'
+    /// values, with nothing more pending), and with more points pending exactly as a step that
+    /// had those points pending scores them; a point just fantasized loses value. Acquisitions
+    /// that are not pointwise re-score nothing.
+    #[test]
+    fn step_models_rescore_points_as_a_step_with_those_points_pending() {
+        let d = 2;
+        let linear = LinearMeanCost {
+            offset: 1.0,
+            slope: 20.0,
+        };
+        let x: Vec<f64> = (0..8)
+            .flat_map(|i| [i as f64 / 8.0 + 0.05, (i * 3 % 8) as f64 / 8.0])
+            .collect();
+        let y: Vec<f64> = x.chunks(2).map(f).collect();
+        let c: Vec<f64> = x
+            .chunks(2)
+            .map(|p| 1.0 + 20.0 * (p[0] + p[1]) / 2.0)
+            .collect();
+        let pending = vec![0.31, 0.62];
+        let cases = [
+            (AcquisitionName::LogEi, CostSetting::Uniform),
+            (AcquisitionName::Ucb, CostSetting::Uniform),
+            (AcquisitionName::Pbgi, CostSetting::Known(&linear)),
+            (AcquisitionName::LogEipc, CostSetting::Unknown),
+        ];
+        for (acq, cost) in cases {
+            let config = small_config(acq);
+            let step = |pending: &[f64]| {
+                let hist = History {
+                    x: &x,
+                    y: &y,
+                    cost: &c,
+                    pending,
+                };
+                let ctx = StepContext::default();
+                let (p, m) = propose_fitted(d, hist, &config, &ctx, cost, 7, None).unwrap();
+                (p, m.unwrap())
+            };
+            let (a, models_a) = step(&pending);
+            assert!(!a.runners_up.is_empty(), "{acq:?} kept no runner-ups");
+            let points: Vec<f64> = (a.runners_up.iter()).flat_map(|r| r.x.clone()).collect();
+            // Nothing more pending: the maximization's own values.
+            let same = models_a.rescore(cost, &[], &points).unwrap().unwrap();
+            for (r, v) in a.runners_up.iter().zip(&same) {
+                let tol = 1e-12 * r.acquisition_value.abs().max(1.0);
+                assert!(
+                    (v - r.acquisition_value).abs() <= tol,
+                    "{acq:?}: re-scored {v}, scored {}",
+                    r.acquisition_value
+                );
+            }
+            // The proposal pending too: what a step with it pending scores, bit for bit.
+            let more = models_a.rescore(cost, &a.x, &points).unwrap().unwrap();
+            let (_, models_b) = step(&[pending.as_slice(), &a.x].concat());
+            let fresh = models_b.rescore(cost, &[], &points).unwrap().unwrap();
+            assert_eq!(more, fresh, "{acq:?}");
+            assert_ne!(more, same, "{acq:?}: the new pending point changed nothing");
+            // The fantasized point itself is worth less than before.
+            let at_x = models_a.rescore(cost, &a.x, &a.x).unwrap().unwrap()[0];
+            assert!(
+                at_x < a.acquisition_value,
+                "{acq:?}: {at_x} >= {}",
+                a.acquisition_value
+            );
+            let err = models_a.rescore(cost, &[0.5], &points).unwrap_err();
+            assert!(err.to_string().contains("extra_pending"), "{err}");
+        }
+        let config = small_config(AcquisitionName::Ts);
+        let hist = History {
+            x: &x,
+            y: &y,
+            cost: &c,
+            pending: &[],
+        };
+        let ctx = StepContext::default();
+        let (p, m) = propose_fitted(d, hist, &config, &ctx, CostSetting::Uniform, 7, None).unwrap();
+        assert!(p.runners_up.is_empty());
+        let none = m.unwrap().rescore(CostSetting::Uniform, &[], &p.x).unwrap();
+        assert_eq!(none, None);
     }
 
     /// When the pending balls cover the whole cube, the step still proposes (without the

@@ -22,9 +22,12 @@
 //!      since the snapshot, in the proposal space ([`near_taken`]);
 //!    * else, if only the point is refused (taken meanwhile), take the best of the decision's
 //!      *runner-ups* that is valid ([`ClaimPath::RunnerUp`]): the other local optima and best
-//!      raw samples of the same maximization, best first, pairwise at least the exclusion radius
-//!      apart ([`pandora_core::optim::runners_up`], at most 7, kept by the pointwise acquisitions),
-//!      each checked as the point is (exclusion and budget gates with its own predicted cost);
+//!      raw samples of the same maximization, pairwise at least the exclusion radius apart
+//!      ([`pandora_core::optim::runners_up`], at most 7, kept by the pointwise acquisitions),
+//!      re-scored on the decision's model with the trials handed out since the snapshot
+//!      fantasized as pending ([`pandora_core::policy::StepModels::rescore`]) and taken best
+//!      first, each checked as the point is (exclusion and budget gates with its own predicted
+//!      cost); the trial records its re-scored value and the pending trials it saw;
 //!    * else, if the decision needed no model (initial design, random search, a finish), decide
 //!      again under the lock (it costs no fit);
 //!    * else release the lock and start over from 1 ([`ClaimPath::Retried`]), at most
@@ -45,9 +48,10 @@
 //!   with the trials handed out meanwhile pending and not excluded by it checked against it, and
 //!   the trials told meanwhile seen as still running (as if their tells came just after this
 //!   ask). The stopping rule's check is the one made on the snapshot.
-//!   A runner-up is the best point kept from the snapshot's maximization outside the balls of
-//!   the points handed out meanwhile: those points are excluded, not fantasized (its
-//!   acquisition value is the snapshot's, not re-scored on a model that conditions on them).
+//!   A runner-up is, among the points kept from the snapshot's maximization and outside the
+//!   balls of the points handed out meanwhile, the best on the snapshot's model with those
+//!   points fantasized as pending: what the lock-held protocol, restricted to those candidates,
+//!   would choose on the snapshot's hyperparameters.
 //! * With one worker the snapshot is the state at the claim, so the decision and the stored
 //!   state are those of the lock-held protocol, bit for bit: a resumed study continues the same
 //!   way.

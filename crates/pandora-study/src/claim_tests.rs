@@ -140,13 +140,28 @@ fn a_claim_next_to_a_point_handed_out_meanwhile_takes_a_runner_up() {
         panic!("a's claim takes a runner-up")
     };
     assert_eq!(timing.path, ClaimPath::RunnerUp);
-    let first_free = (dec_a.runners_up.iter())
-        .find(|r| distance(&r.x, &tb.x) >= PENDING_EXCLUSION_RADIUS)
-        .unwrap();
-    assert_eq!(ta.x, first_free.x);
-    assert_eq!(ta.decision, first_free.decision);
     assert!(distance(&ta.x, &tb.x) >= PENDING_EXCLUSION_RADIUS);
     assert_eq!((ta.number, tb.number), (5, 4));
+    // Taken: the free runner-up best on a's model with b's point fantasized as pending, which
+    // records that value and one more pending trial.
+    let models = dec_a.models.as_ref().unwrap();
+    let rescored = |x: &[f64]| {
+        let v = models.rescore(CostSetting::Uniform, &tb.x, x).unwrap();
+        v.unwrap()[0]
+    };
+    let free: Vec<&NewTrial> = (dec_a.runners_up.iter())
+        .filter(|r| distance(&r.x, &tb.x) >= PENDING_EXCLUSION_RADIUS)
+        .collect();
+    let best = (free.iter())
+        .max_by(|p, q| rescored(&p.x).total_cmp(&rescored(&q.x)))
+        .unwrap();
+    assert_eq!(ta.x, best.x);
+    assert_eq!(ta.decision.acquisition_value, Some(rescored(&ta.x)));
+    assert_eq!(ta.decision.pending, best.decision.pending + 1);
+    // Here the re-scoring matters: the first free runner-up in the snapshot's order (what a
+    // claim that only filters would take) lost its place to a point b's trial does not crowd.
+    assert_ne!(ta.x, free[0].x);
+    assert!(rescored(&free[0].x) < rescored(&ta.x));
 }
 
 #[test]

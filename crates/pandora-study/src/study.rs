@@ -22,7 +22,7 @@ use crate::trial::{
 use pandora_core::acquisition::LinearMeanCost;
 use pandora_core::gp::GpParams;
 use pandora_core::gp::fit::{FitOptions, NoiseSpec};
-use pandora_core::policy::{CostSetting, Phase, Proposal, StepConfig};
+use pandora_core::policy::{CostSetting, Phase, Proposal, StepConfig, StepModels};
 use pandora_core::run::driver::{
     self, BudgetSpec, Entry, KnownCostFn, Policy, Run, StopLambda, StopSpec, Verdict,
 };
@@ -908,6 +908,8 @@ fn decide_timed(
 struct Decision {
     decided: Decided,
     runners_up: Vec<NewTrial>,
+    /// The step's models, to re-score the runner-ups at a claim ([`StepModels::rescore`]).
+    models: Option<StepModels>,
 }
 
 impl From<Decided> for Decision {
@@ -915,6 +917,7 @@ impl From<Decided> for Decision {
         Decision {
             decided,
             runners_up: Vec::new(),
+            models: None,
         }
     }
 }
@@ -1069,6 +1072,7 @@ fn decide(
     Ok(Decision {
         decided: Decided::Trial(trial, state.to_json()),
         runners_up,
+        models: out.models,
     })
 }
 
@@ -1138,39 +1142,81 @@ fn claim_decision(
     }
     let since = snap.trials.len();
     let (taken, path) = match claim::near_taken(&new.x, trials, since) {
-        false => (new, ClaimPath::Revalidated),
+        false => (new.clone(), ClaimPath::Revalidated),
         true => match free_runner_up(config, space, step, decision, trials, &now, since)? {
             Some(alt) => (alt, ClaimPath::RunnerUp),
             None => return Ok(Claim::Retry),
         },
     };
     let merged = claim::merge_state(&now, StudyState::from_json(ours)?);
-    Ok(Claim::Take(
-        Decided::Trial(taken.clone(), merged.to_json()),
-        path,
-    ))
+    Ok(Claim::Take(Decided::Trial(taken, merged.to_json()), path))
 }
 
-/// The best runner-up of `decision` that may be handed out now: at least the exclusion radius
-/// from every trial running now and every trial numbered `since` and up, and admitted by the
-/// budget gates on `trials`.
-fn free_runner_up<'d>(
+/// The best runner-up of `decision` that may be handed out now: re-scored on the decision's
+/// model with the trials handed out since the snapshot (numbered `since` and up) fantasized as
+/// pending ([`rescored_runners_up`]), the first in that order at least the exclusion radius from
+/// every trial running now and every trial handed out since, and admitted by the budget gates on
+/// `trials`.
+fn free_runner_up(
     config: &StudyConfig,
     space: &SearchSpace,
     step: &StepConfig,
-    decision: &'d Decision,
+    decision: &Decision,
     trials: &[Trial],
     now: &StudyState,
     since: usize,
-) -> Result<Option<&'d NewTrial>> {
-    for alt in &decision.runners_up {
+) -> Result<Option<NewTrial>> {
+    for alt in rescored_runners_up(config, space, step, decision, &trials[since..])? {
         if !claim::near_taken(&alt.x, trials, since)
-            && !budget_gate(config, space, step, trials, now, alt)?
+            && !budget_gate(config, space, step, trials, now, &alt)?
         {
             return Ok(Some(alt));
         }
     }
     Ok(None)
+}
+
+/// `decision`'s runner-ups best first on its model with the points of `handed_out` (the trials
+/// handed out since its snapshot, told meanwhile or not) fantasized after the snapshot's pending
+/// points, each recording its new acquisition value and the pending points it saw; in the
+/// snapshot's order, as recorded, for acquisitions that keep no model to re-score on.
+fn rescored_runners_up(
+    config: &StudyConfig,
+    space: &SearchSpace,
+    step: &StepConfig,
+    decision: &Decision,
+    handed_out: &[Trial],
+) -> Result<Vec<NewTrial>> {
+    let d = space.dim();
+    let mut alts = decision.runners_up.clone();
+    let Some(models) = &decision.models else {
+        return Ok(alts);
+    };
+    let extra: Vec<f64> = (handed_out.iter())
+        .filter(|t| t.x.len() == d)
+        .flat_map(|t| t.x.iter().copied())
+        .collect();
+    let points: Vec<f64> = alts.iter().flat_map(|a| a.x.iter().copied()).collect();
+    let linear = LinearMeanCost {
+        offset: config.cost.offset,
+        slope: config.cost.slope,
+    };
+    let known = |x: &[f64]| known_cost(config, x).unwrap_or(1.0);
+    let cost = policy(config, d, step, &linear, &known).cost;
+    let Some(values) = models.rescore(cost, &extra, &points)? else {
+        return Ok(alts);
+    };
+    for (alt, v) in alts.iter_mut().zip(&values) {
+        alt.decision.acquisition_value = v.is_finite().then_some(*v);
+        alt.decision.pending += extra.len() / d;
+    }
+    let mut order: Vec<(f64, NewTrial)> = values.into_iter().zip(alts).collect();
+    // Stable: equal values keep the snapshot's order; a value that is not a number goes last.
+    order.sort_by(|a, b| match (a.0.is_nan(), b.0.is_nan()) {
+        (false, false) => b.0.total_cmp(&a.0),
+        (x, y) => x.cmp(&y),
+    });
+    Ok(order.into_iter().map(|(_, alt)| alt).collect())
 }
 
 /// Whether the driver's budget gates refuse `new` on `trials` (trials and budget left, with the
