@@ -1,8 +1,10 @@
 //! Many workers on one study: ask latency, lock waits and throughput (issue 27).
 //!
-//! `W` threads, each with its own storage connection and [`Study`] handle on one study, loop
+//! `W` worker processes (this program started again, one per worker, as workers on a cluster
+//! are), each with its own storage connection and [`Study`] handle on one study, loop
 //! ask → objective (Levy in `d` dimensions, plus a sleep standing for the real evaluation) →
-//! tell until `max_trials` trials are handed out. Prints ask latency median and p95, the time
+//! tell until `max_trials` trials are handed out. Each worker prints its asks' timings as JSON
+//! lines; the first process gathers them. Prints ask latency median and p95, the time
 //! waiting for the lock against computing, and trials per minute, for `ask` (decide on a
 //! snapshot, claim under the lock) or `ask_locked` (the whole decision under the lock).
 //!
@@ -13,6 +15,8 @@
 //!
 //! `STORAGE_URL` is `sqlite:PATH` or a PostgreSQL URL (a fresh study is created per run).
 
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use pandora_study::{Ask, AskTiming, ClaimPath, Outcome, Study, StudyConfig};
@@ -141,6 +145,55 @@ fn report(a: &Args, all: &[AskTiming], wall: f64) {
     );
 }
 
+/// The environment variable that makes this program one worker: `ID NAME`.
+const WORKER_ENV: &str = "PANDORA_ASK_BENCH_WORKER";
+
+/// Runs worker `id` of study `name`, its asks' timings to stdout as JSON lines.
+fn run_worker(a: &Args, spec: &str) -> Result<(), String> {
+    let (id, name) = spec.split_once(' ').ok_or("bad worker spec")?;
+    let id: usize = id.parse().map_err(|e| format!("worker id: {e}"))?;
+    let timings = worker(a, name, id).map_err(|e| e.to_string())?;
+    let mut out = std::io::stdout().lock();
+    for t in &timings {
+        let line = serde_json::to_string(t).map_err(|e| e.to_string())?;
+        writeln!(out, "{line}").map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+/// Starts the worker processes and gathers their timings (a worker that fails is reported and
+/// its asks left out).
+fn run_workers(a: &Args, name: &str) -> Result<Vec<AskTiming>, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("this program's path: {e}"))?;
+    let mut children = Vec::new();
+    for i in 0..a.workers {
+        let child = Command::new(&exe)
+            .args(std::env::args().skip(1))
+            .env(WORKER_ENV, format!("{i} {name}"))
+            .stdout(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("starting worker {i}: {e}"))?;
+        children.push(child);
+    }
+    let mut all = Vec::new();
+    for (i, mut child) in children.into_iter().enumerate() {
+        let stdout = child.stdout.take().ok_or("no worker stdout")?;
+        for line in BufReader::new(stdout).lines() {
+            let line = line.map_err(|e| format!("worker {i}: {e}"))?;
+            match serde_json::from_str::<AskTiming>(&line) {
+                Ok(t) => all.push(t),
+                Err(e) => eprintln!("worker {i}: unreadable line ({e})"),
+            }
+        }
+        match child.wait() {
+            Ok(s) if s.success() => {}
+            Ok(s) => eprintln!("worker {i} failed ({s})"),
+            Err(e) => eprintln!("worker {i}: {e}"),
+        }
+    }
+    Ok(all)
+}
+
 fn main() {
     let a = match args() {
         Ok(a) => a,
@@ -149,6 +202,13 @@ fn main() {
             std::process::exit(2);
         }
     };
+    if let Ok(spec) = std::env::var(WORKER_ENV) {
+        if let Err(e) = run_worker(&a, &spec) {
+            eprintln!("worker failed: {e}");
+            std::process::exit(1);
+        }
+        return;
+    }
     let name = format!("bench-{}-{}", std::process::id(), a.workers);
     // Create the study once, before the workers race to open it.
     if let Err(e) = config(&a, &name).and_then(|c| {
@@ -159,23 +219,13 @@ fn main() {
         std::process::exit(1);
     }
     let start = Instant::now();
-    let results: Vec<_> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..a.workers)
-            .map(|i| {
-                let (a, name) = (&a, &name);
-                s.spawn(move || worker(a, name, i))
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join()).collect()
-    });
-    let wall = start.elapsed().as_secs_f64();
-    let mut all = Vec::new();
-    for r in results {
-        match r {
-            Ok(Ok(v)) => all.extend(v),
-            Ok(Err(e)) => eprintln!("worker failed: {e}"),
-            Err(_) => eprintln!("worker panicked"),
+    let all = match run_workers(&a, &name) {
+        Ok(all) => all,
+        Err(e) => {
+            eprintln!("{e}");
+            std::process::exit(1);
         }
-    }
+    };
+    let wall = start.elapsed().as_secs_f64();
     report(&a, &all, wall);
 }

@@ -92,7 +92,7 @@
 use crate::trial::{Decided, Trial, TrialState};
 use pandora_core::optim::domain::near_pending;
 use pandora_core::run::record::StudyState;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 pub use pandora_core::policy::PENDING_EXCLUSION_RADIUS;
 
@@ -100,7 +100,7 @@ pub use pandora_core::policy::PENDING_EXCLUSION_RADIUS;
 pub const OPTIMISTIC_ATTEMPTS: u32 = 3;
 
 /// How an ask got its answer ([`AskTiming::path`]).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ClaimPath {
     /// Nothing had changed between the snapshot and the claim: the decision was taken as made.
@@ -118,7 +118,7 @@ pub enum ClaimPath {
 }
 
 /// Where one ask's wall-clock time went ([`crate::Study::last_ask`]).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct AskTiming {
     /// From the call to the answer.
     pub total_s: f64,
