@@ -514,6 +514,7 @@ impl<'a> Prepared<'a> {
             },
             train_x: history.x,
             last_cost: history.cost.last().copied(),
+            costs: history.cost,
             carry: ctx.bmsei.as_ref(),
             ts_features: config.ts_features,
             design_seed: config.design_seed,
@@ -1458,6 +1459,82 @@ mod tests {
         cold.params.warm_start = Some(false);
         let c3 = propose(2, hist2, &cold, &ctx2, CostSetting::Unknown, 4, None).unwrap();
         assert_eq!(c3.bmsei.unwrap().suggested_budget, next.suggested_budget);
+    }
+
+    /// The PBGI repository's BMSEI budget: `min(B − C_t, sum of the last four observed costs)`
+    /// at every step, the carry and the refill rule ignored; an error naming `cost` without
+    /// observed costs.
+    #[test]
+    fn bmsei_recent_costs_budget_is_the_sum_of_the_last_four_costs() {
+        use crate::acquisition::TreeBudget;
+        let (x, y, c) = lookahead_history();
+        let mut config = small_config(AcquisitionName::BMsEi);
+        config.params.tree_budget = Some(TreeBudget::RecentCosts);
+        let last4: f64 = c[c.len() - 4..].iter().sum();
+        let cheapest = c[c.len() - 4..]
+            .iter()
+            .copied()
+            .fold(f64::INFINITY, f64::min);
+        let hist = History {
+            x: &x,
+            y: &y,
+            cost: &c,
+            pending: &[],
+        };
+        for (remaining, want) in [(15.0, last4.min(15.0)), (0.5 * last4, 0.5 * last4)] {
+            let ctx = StepContext {
+                remaining_budget: Some(remaining),
+                total_budget: Some(20.0),
+                ..StepContext::default()
+            };
+            let p = propose(2, hist, &config, &ctx, CostSetting::Unknown, 3, None).unwrap();
+            let carry = p.bmsei.clone().unwrap();
+            assert_eq!(carry.suggested_budget, want);
+            assert_eq!(carry.lower_bound, cheapest);
+            // A carry (which the refill rule would use) changes nothing about the budget.
+            let carried = StepContext {
+                bmsei: Some(BmseiCarry {
+                    suggested_budget: 100.0,
+                    lower_bound: 0.0,
+                    trees: Vec::new(),
+                }),
+                ..ctx.clone()
+            };
+            let q = propose(2, hist, &config, &carried, CostSetting::Unknown, 3, None).unwrap();
+            assert_eq!(q.bmsei.unwrap().suggested_budget, want);
+        }
+        let ctx = StepContext {
+            remaining_budget: Some(15.0),
+            total_budget: Some(20.0),
+            ..StepContext::default()
+        };
+        let default = propose(
+            2,
+            hist,
+            &small_config(AcquisitionName::BMsEi),
+            &ctx,
+            CostSetting::Unknown,
+            3,
+            None,
+        )
+        .unwrap();
+        assert_ne!(default.bmsei.unwrap().suggested_budget, last4.min(15.0));
+        let known = crate::acquisition::LinearMeanCost {
+            offset: 1.0,
+            slope: 20.0,
+        };
+        let no_costs = History { cost: &[], ..hist };
+        let err = propose(
+            2,
+            no_costs,
+            &config,
+            &ctx,
+            CostSetting::Known(&known),
+            3,
+            None,
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("cost"), "{err}");
     }
 
     #[test]

@@ -9,7 +9,7 @@ use super::legacy::LegacyPolicy;
 pub use super::policy::PolicyConfig;
 use super::stopping::plan::{StoppingPlan, StoppingSection};
 use anyhow::{Context, Result, bail};
-use pandora_core::acquisition::FantasyTree;
+use pandora_core::acquisition::{FantasyTree, TreeBudget};
 use pandora_core::gp::KernelKind;
 use pandora_core::gp::fit::{FitOptions, NoiseSpec, Priors};
 use pandora_core::optim::multistart::MultiStartOptions;
@@ -359,32 +359,34 @@ fn default_policy_label(p: &PolicyConfig) -> String {
             tree,
             refill,
             warm_start,
-        } => tree_label("b_ms_ei", tree, refill, warm_start),
-        PolicySpec::MsEi { tree, warm_start } => tree_label("ms_ei", tree, None, warm_start),
+            tree_budget,
+        } => {
+            let flags = [
+                (refill == Some(false), "no_refill"),
+                (warm_start == Some(false), "cold"),
+                (tree_budget == Some(TreeBudget::RecentCosts), "recent_costs"),
+            ];
+            tree_label("b_ms_ei", tree, &flags)
+        }
+        PolicySpec::MsEi { tree, warm_start } => {
+            tree_label("ms_ei", tree, &[(warm_start == Some(false), "cold")])
+        }
         _ => p.spec.name().to_string(),
     }
 }
 
-/// `name(stages;flags)` of a scenario-tree acquisition.
-fn tree_label(
-    name: &str,
-    tree: Option<FantasyTree>,
-    refill: Option<bool>,
-    warm_start: Option<bool>,
-) -> String {
+/// `name(stages;flags)` of a scenario-tree acquisition: the flags that are set, in order.
+fn tree_label(name: &str, tree: Option<FantasyTree>, flags: &[(bool, &str)]) -> String {
     let stages: Vec<String> = tree
         .unwrap_or_default()
         .stages()
         .iter()
         .map(ToString::to_string)
         .collect();
-    let mut flags = String::new();
-    if refill == Some(false) {
-        flags.push_str(";no_refill");
-    }
-    if warm_start == Some(false) {
-        flags.push_str(";cold");
-    }
+    let flags: String = (flags.iter())
+        .filter(|(set, _)| *set)
+        .map(|(_, flag)| format!(";{flag}"))
+        .collect();
     format!("{name}({}{flags})", stages.join(","))
 }
 

@@ -89,6 +89,7 @@ impl LegacyPolicy {
                 tree: self.tree,
                 refill: self.refill,
                 warm_start: self.warm_start,
+                tree_budget: None,
             },
             N::MsEi => PolicySpec::MsEi {
                 tree: self.tree,

@@ -43,7 +43,7 @@
 //! Every acquirer is a pure function of its inputs and `seed`, so a run is reproducible.
 
 use super::analytic::CostConvention;
-use super::bmsei::{BmseiCarry, FantasyTree};
+use super::bmsei::{BmseiCarry, FantasyTree, TreeBudget};
 use super::cost::{CostModel, CostSetting};
 use crate::error::{Error, Result};
 use crate::gp::GpModel;
@@ -78,6 +78,8 @@ pub struct AcquisitionParams {
     /// B-MS-EI: warm-start the tree maximization from the previous step's trees when the step
     /// context carries them (default true, the reference's setting).
     pub warm_start: Option<bool>,
+    /// B-MS-EI: the budget the tree plans for (default [`TreeBudget::Suggested`]).
+    pub tree_budget: Option<TreeBudget>,
 }
 
 /// What a step prepares before it calls an [`Acquirer`].
@@ -121,6 +123,9 @@ pub struct StepInputs<'a> {
     pub train_x: &'a [f64],
     /// The cost of the last real evaluation (B-MS-EI's refill rule).
     pub last_cost: Option<f64>,
+    /// The observed costs, in order (B-MS-EI's [`TreeBudget::RecentCosts`]; empty when the run
+    /// records none).
+    pub costs: &'a [f64],
     /// The previous step's carry in the same run (B-MS-EI, MSEI).
     pub carry: Option<&'a BmseiCarry>,
     /// Random Fourier features of Thompson-sampling paths.

@@ -651,6 +651,34 @@ pub struct BmseiCarry {
     pub trees: Vec<Vec<f64>>,
 }
 
+/// The budget a B-MS-EI step's tree plans for (`tree_budget` in a policy spec).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TreeBudget {
+    /// The B-MS-EI paper's code (notes A6): a rollout of `K + 1` EI-per-unit-cost steps with
+    /// cost cooling suggests the budget, kept across steps by the refill rule ([`refilled_budget`]).
+    #[default]
+    Suggested,
+    /// The PBGI repository's BMSEI (reference notes §2): `min(B − C_t, sum of the last
+    /// [`RECENT_COSTS`] observed costs)`, recomputed at every step.
+    RecentCosts,
+}
+
+/// How many of the last observed costs [`TreeBudget::RecentCosts`] adds up.
+pub const RECENT_COSTS: usize = 4;
+
+/// [`TreeBudget::RecentCosts`]'s budget and lower bound: `min(remaining, Σ of the last
+/// [`RECENT_COSTS`] of `costs`)` and the cheapest of those costs; `None` without an observed cost.
+pub fn recent_costs_budget(costs: &[f64], remaining: f64) -> Option<(f64, f64)> {
+    let recent = &costs[costs.len().saturating_sub(RECENT_COSTS)..];
+    if recent.is_empty() {
+        return None;
+    }
+    let sum: f64 = recent.iter().sum();
+    let cheapest = recent.iter().copied().fold(f64::INFINITY, f64::min);
+    Some((sum.min(remaining), cheapest))
+}
+
 /// The refill rule (notes A6): with the previous step's carry and the cost `c_last` of the last
 /// real evaluation, `B_s ← B_s,prev − c_last` (and the lower bound is kept) if that stays above
 /// the lower bound; otherwise `None`, meaning a fresh rollout.

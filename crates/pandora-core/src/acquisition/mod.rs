@@ -35,7 +35,7 @@ pub use analytic::{
     LogExpectedImprovementPerCost, LogProbabilityOfImprovement, LowerConfidenceBound,
     ProbabilityOfImprovement, UpperConfidenceBound, cost_cooling_alpha, gp_ucb_beta,
 };
-pub use bmsei::FantasyTree;
+pub use bmsei::{FantasyTree, TreeBudget};
 pub use cost::{
     CostModel, CostSetting, KnownCost, LinearMeanCost, LogCostBatch, UniformCost, UnknownCost,
     fit_log_cost_model,

@@ -15,7 +15,9 @@
 //!
 //! 1. the suggested budget: with `refill` (default on) and the previous step's carry, the refill
 //!    rule ([`refilled_budget`]) with the cost of the last real evaluation; otherwise a rollout of
-//!    `K + 1` EI-PUC-CC steps ([`suggested_budget`]);
+//!    `K + 1` EI-PUC-CC steps ([`suggested_budget`]). With `tree_budget = "recent_costs"`
+//!    ([`TreeBudget::RecentCosts`], the PBGI repository's BMSEI) instead `min(B − C_t, sum of the
+//!    last four observed costs)` at every step ([`recent_costs_budget`]; no rollout, no refill);
 //! 2. the tree maximized with the multi-start optimizer: `200·d` raw trees and `10·d` restarts by
 //!    default (not scaled by the tree size) plus the heuristic start tree; with `warm_start`
 //!    (default on) and the carry's trees, the raw trees are perturbations of the previous step's
@@ -38,8 +40,8 @@
 use super::acquirer::AcquisitionParams;
 use super::acquirer::{Acquired, Acquirer, StepInputs};
 use super::bmsei::{
-    BmseiCarry, BudgetedMultiStepEi, CostBelief, FantasyTree, NodeState, ScaledGp, heuristic_tree,
-    refilled_budget, suggested_budget, warm_start_candidates,
+    BmseiCarry, BudgetedMultiStepEi, CostBelief, FantasyTree, NodeState, ScaledGp, TreeBudget,
+    heuristic_tree, recent_costs_budget, refilled_budget, suggested_budget, warm_start_candidates,
 };
 use super::cost::CostSetting;
 use crate::error::{Error, Result};
@@ -93,9 +95,19 @@ pub fn bmsei_step(s: &StepInputs<'_>) -> Result<Acquired> {
         (true, Some(c), Some(last)) => refilled_budget(c, last),
         _ => None,
     };
-    let (suggested, lower_bound) = match refill {
-        Some(r) => r,
-        None => suggested_budget(&root, remaining, total, tree.depth() + 1, &inner, seed)?,
+    let (suggested, lower_bound) = match (params.tree_budget.unwrap_or_default(), refill) {
+        (TreeBudget::RecentCosts, _) => {
+            recent_costs_budget(s.costs, remaining).ok_or_else(|| {
+                Error::invalid(
+                    "cost",
+                    "tree_budget = \"recent_costs\" needs the observed costs of the run",
+                )
+            })?
+        }
+        (TreeBudget::Suggested, Some(r)) => r,
+        (TreeBudget::Suggested, None) => {
+            suggested_budget(&root, remaining, total, tree.depth() + 1, &inner, seed)?
+        }
     };
     root.budget = suggested;
     let (x, value, trees) = optimize_tree(root, tree, ms, params, s.carry, seed, s.domain)?;

@@ -436,6 +436,7 @@ mod tests {
             domain: Domain::default(),
             train_x: &[],
             last_cost: None,
+            costs: &[],
             carry: None,
             ts_features: 16,
             design_seed: 5,

@@ -14,7 +14,7 @@
 //! | `ucb`, `lcb`                   | `beta` (default: the GP-UCB schedule)     |
 //! | `eipc`, `log_eipc`             | `alpha` (cost exponent, default 1)        |
 //! | `eicc`, `log_eicc`             | `alpha` (default: cost cooling)           |
-//! | `b_ms_ei`                      | `tree`, `refill`, `warm_start`            |
+//! | `b_ms_ei`                      | `tree`, `refill`, `warm_start`, `tree_budget` |
 //! | `ms_ei`                        | `tree`, `warm_start`                      |
 //! | every other name of the registry | none                                    |
 //!
@@ -43,7 +43,7 @@
 //! round trip for every name.
 
 use super::driver::DecaySpec;
-use crate::acquisition::{AcquisitionName, AcquisitionParams, FantasyTree, PbgiDecay};
+use crate::acquisition::{AcquisitionName, AcquisitionParams, FantasyTree, PbgiDecay, TreeBudget};
 use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
 
@@ -164,6 +164,10 @@ pub enum PolicySpec {
         /// Warm start from the previous step's trees (default true).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         warm_start: Option<bool>,
+        /// The budget the tree plans for (default `"suggested"`, the B-MS-EI paper's rollout
+        /// and refill rule; `"recent_costs"`: the PBGI repository's BMSEI).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tree_budget: Option<TreeBudget>,
     },
     /// Multi-step lookahead EI (uniform costs).
     #[serde(rename = "ms_ei")]
@@ -279,6 +283,7 @@ impl PolicySpec {
                 tree: None,
                 refill: None,
                 warm_start: None,
+                tree_budget: None,
             },
             N::MsEi => Self::MsEi {
                 tree: None,
@@ -302,7 +307,11 @@ impl PolicySpec {
                 tree,
                 refill,
                 warm_start,
-            } => (p.tree, p.refill, p.warm_start) = (tree, refill, warm_start),
+                tree_budget,
+            } => {
+                (p.tree, p.refill, p.warm_start) = (tree, refill, warm_start);
+                p.tree_budget = tree_budget;
+            }
             Self::MsEi { tree, warm_start } => (p.tree, p.warm_start) = (tree, warm_start),
             _ => {}
         }

@@ -102,6 +102,7 @@ impl LegacyPolicy {
                 tree,
                 refill: self.refill,
                 warm_start,
+                tree_budget: None,
             },
             N::MsEi => PolicySpec::MsEi { tree, warm_start },
             other => PolicySpec::bare(other, 0.0),

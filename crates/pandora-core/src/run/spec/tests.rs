@@ -138,6 +138,13 @@ fn round_trips_through_toml_and_json() {
             tree: Some(tree),
             refill: Some(false),
             warm_start: None,
+            tree_budget: None,
+        },
+        PolicySpec::BMsEi {
+            tree: None,
+            refill: None,
+            warm_start: None,
+            tree_budget: Some(TreeBudget::RecentCosts),
         },
         PolicySpec::MsEi {
             tree: Some(tree),
@@ -174,9 +181,15 @@ fn params_and_decay_carry_the_keys() {
         tree: None,
         refill: Some(false),
         warm_start: Some(true),
+        tree_budget: Some(TreeBudget::RecentCosts),
     }
     .params();
     assert_eq!((p.refill, p.warm_start), (Some(false), Some(true)));
+    assert_eq!(p.tree_budget, Some(TreeBudget::RecentCosts));
+    let s = parse("acquisition = \"b_ms_ei\"\ntree_budget = \"recent_costs\"").unwrap();
+    assert_eq!(s.spec.params().tree_budget, Some(TreeBudget::RecentCosts));
+    let err = parse("acquisition = \"b_ms_ei\"\ntree_budget = \"last\"").unwrap_err();
+    assert!(err.to_string().contains("recent_costs"), "{err}");
     assert_eq!(
         PolicySpec::default().decay(),
         Some(DecaySpec {
