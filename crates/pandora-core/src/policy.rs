@@ -902,20 +902,31 @@ mod tests {
         );
     }
 
+    /// The known cost `1 + 20·mean(x)` (cheap near the origin).
+    fn cheap_corner() -> LinearMeanCost {
+        LinearMeanCost {
+            offset: 1.0,
+            slope: 20.0,
+        }
+    }
+
+    /// Eight points spread over `[0,1]^2` and their values of `f`.
+    fn spread_history() -> (Vec<f64>, Vec<f64>) {
+        let x: Vec<f64> = (0..8)
+            .flat_map(|i| [i as f64 / 8.0 + 0.05, (i * 3 % 8) as f64 / 8.0])
+            .collect();
+        let y = x.chunks(2).map(f).collect();
+        (x, y)
+    }
+
     /// With a cheap corner (c(x) = 1 + 20·mean(x)), PBGI's index at a fantasized pending point
     /// stays about its posterior mean and used to remain the maximum: a second worker received
     /// the same point. Every model acquisition must now keep `PENDING_EXCLUSION_RADIUS` away.
     #[test]
     fn model_steps_keep_away_from_pending_points() {
         let d = 2;
-        let cost = LinearMeanCost {
-            offset: 1.0,
-            slope: 20.0,
-        };
-        let x: Vec<f64> = (0..8)
-            .flat_map(|i| [i as f64 / 8.0 + 0.05, (i * 3 % 8) as f64 / 8.0])
-            .collect();
-        let y: Vec<f64> = x.chunks(2).map(f).collect();
+        let cost = cheap_corner();
+        let (x, y) = spread_history();
         for acq in [
             AcquisitionName::Pbgi,
             AcquisitionName::PbgiD,
@@ -962,14 +973,8 @@ mod tests {
     #[test]
     fn step_models_rescore_points_as_a_step_with_those_points_pending() {
         let d = 2;
-        let linear = LinearMeanCost {
-            offset: 1.0,
-            slope: 20.0,
-        };
-        let x: Vec<f64> = (0..8)
-            .flat_map(|i| [i as f64 / 8.0 + 0.05, (i * 3 % 8) as f64 / 8.0])
-            .collect();
-        let y: Vec<f64> = x.chunks(2).map(f).collect();
+        let linear = cheap_corner();
+        let (x, y) = spread_history();
         let c: Vec<f64> = x
             .chunks(2)
             .map(|p| 1.0 + 20.0 * (p[0] + p[1]) / 2.0)
