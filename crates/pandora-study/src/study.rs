@@ -1166,7 +1166,8 @@ fn free_runner_up(
     now: &StudyState,
     since: usize,
 ) -> Result<Option<NewTrial>> {
-    for alt in rescored_runners_up(config, space, step, decision, &trials[since..])? {
+    let handed_out = trials.get(since..).unwrap_or_default();
+    for alt in rescored_runners_up(config, space, step, decision, handed_out)? {
         if !claim::near_taken(&alt.x, trials, since)
             && !budget_gate(config, space, step, trials, now, &alt)?
         {
