@@ -154,12 +154,35 @@ def test_b_ms_ei_tree_refill_and_warm_start(tmp_path):
     assert pandora.Study.load("l", url).config["policy"]["tree"] == [2, 1]
 
 
+def test_b_ms_ei_recent_costs_budget(tmp_path):
+    url = f"sqlite:{tmp_path}/r.db"
+    s = pandora.Study.create("r", url, space={"a": (0.0, 1.0)}, acquisition="b_ms_ei",
+                             cost="reported", budget=8.0, initial_design=4,
+                             tree_budget="recent_costs", seed=2)
+    assert s.config["policy"]["tree_budget"] == "recent_costs"
+    costs = []
+    for _ in range(6):
+        t = s.ask()
+        assert t is not None
+        if t.decision["phase"] != "initial":
+            # The PBGI repository's rule: the last four observed costs, at most the budget left.
+            want = min(sum(costs[-4:]), 8.0 - sum(costs))
+            assert t.decision["bmsei"]["suggested_budget"] == pytest.approx(want, rel=1e-12)
+        cost = 0.25 + 0.5 * t.params["a"]
+        s.tell(t, -((t.params["a"] - 0.3) ** 2), cost=cost)
+        costs.append(cost)
+    assert pandora.Study.load("r", url).config["policy"]["tree_budget"] == "recent_costs"
+
+
 @pytest.mark.parametrize("kw,msg", [
     ({"acquisition": "log_ei", "tree": [1, 1]}, "tree"),
     ({"acquisition": "b_ms_ei", "budget": 5.0, "tree": "11"}, "tree must be"),
     ({"acquisition": "b_ms_ei", "budget": 5.0, "tree": [1, 0]}, "tree"),
     ({"acquisition": "ms_ei", "refill": True}, "refill"),
     ({"acquisition": "b_ms_ei", "budget": 5.0, "warm_start": 1}, "warm_start must be"),
+    ({"acquisition": "b_ms_ei", "budget": 5.0, "tree_budget": "last"}, "recent_costs"),
+    ({"acquisition": "b_ms_ei", "budget": 5.0, "tree_budget": 4}, "tree_budget must be"),
+    ({"acquisition": "log_ei", "tree_budget": "recent_costs"}, "tree_budget"),
     ({"acquisition": "b_ms_ei"}, "budget"),
 ])
 def test_bad_lookahead_arguments(tmp_path, kw, msg):

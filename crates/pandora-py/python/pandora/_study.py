@@ -269,6 +269,7 @@ class Study:
         tree: Optional[Sequence[int]] = None,
         refill: Optional[bool] = None,
         warm_start: Optional[bool] = None,
+        tree_budget: Optional[str] = None,
         count_initial: bool = True,
         cost_offset: float = 1.0,
         cost_slope: float = 20.0,
@@ -334,6 +335,10 @@ class Study:
                 ``True``; ``False`` recomputes it by an EI-PUC-CC rollout at every ask).
             warm_start: ``b_ms_ei``, ``ms_ei``: start each tree maximization from perturbations
                 of the previous ask's trees (default ``True``).
+            tree_budget: ``b_ms_ei`` only: the budget the tree plans for, ``"suggested"`` (the
+                default: the B-MS-EI paper's rollout and refill rule) or ``"recent_costs"`` (the
+                PBGI repository's: the sum of the last four observed costs, at most the budget
+                left).
             count_initial: whether the initial design's cost counts toward the budget.
             command: optionally the objective command of the configuration (so that
                 ``pandora run`` can evaluate trials too); see docs/python.md. A study with a
@@ -400,6 +405,10 @@ class Study:
                 if not isinstance(value, bool):
                     raise ValueError(f"{key} must be True or False, got {value!r}")
                 config["policy"][key] = value
+        if tree_budget is not None:
+            if not isinstance(tree_budget, str):
+                raise ValueError(f"tree_budget must be a string, got {tree_budget!r}")
+            config["policy"]["tree_budget"] = tree_budget
         if not isinstance(unbounded, bool):
             raise ValueError(f"unbounded must be True or False, got {unbounded!r}")
         if unbounded:
