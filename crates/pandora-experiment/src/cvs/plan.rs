@@ -55,6 +55,7 @@ use anyhow::{Context, Result, bail};
 use pandora_core::cvs::{RunConfig, build_policy, run};
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::{Mutex, PoisonError};
 
 /// The CVS grid of a resolved plan.
 struct CvsGrid<'a> {
@@ -67,6 +68,10 @@ struct CvsGrid<'a> {
     levels: Vec<(String, String)>,
     /// The reference optima's keys, in the grid's order.
     keys: Vec<(String, String, u64)>,
+    /// Each group's [`CvsPolicy::planned_decisions`](pandora_core::cvs::CvsPolicy::planned_decisions),
+    /// once asked for: it depends on the group only, and asking builds the policy and the
+    /// problem's bank.
+    scheduled: Mutex<BTreeMap<Group, Option<usize>>>,
 }
 
 impl<'a> CvsGrid<'a> {
@@ -77,6 +82,7 @@ impl<'a> CvsGrid<'a> {
             policies: Vec::new(),
             levels: Vec::new(),
             keys: Vec::new(),
+            scheduled: Mutex::new(BTreeMap::new()),
         };
         for r in &plan.runs {
             let s = setting(r);
@@ -301,10 +307,17 @@ impl Grid for CvsGrid<'_> {
         let Ok(r) = self.first(run.group) else {
             return run;
         };
-        let scheduled = build_policy(&r.policy, r.budget, self.plan.lambda)
-            .ok()
-            .zip(problem_of(self.plan, r).ok())
-            .and_then(|(p, problem)| p.planned_decisions(&problem, r.budget));
+        let mut memo = self
+            .scheduled
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let scheduled = *memo.entry(run.group).or_insert_with(|| {
+            build_policy(&r.policy, r.budget, self.plan.lambda)
+                .ok()
+                .zip(problem_of(self.plan, r).ok())
+                .and_then(|(p, problem)| p.planned_decisions(&problem, r.budget))
+        });
+        drop(memo);
         let measured = rate
             .step_cost
             .filter(|c| c.is_finite() && *c > 0.0)
