@@ -903,7 +903,7 @@ mod tests {
             Ok(Rates::default())
         }
         fn calibrate(&self, group: Group, _: usize) -> Result<Rate> {
-            let exact = crate::cpu_clock::exact_here(1);
+            let exact = crate::cpu_clock::exact_here();
             self.calls.lock().unwrap().push((group, exact));
             Ok(Rate {
                 per_unit: 1.0 + group.0 as f64 + 10.0 * group.1 as f64,

@@ -9,11 +9,12 @@
 //! (`CLOCK_THREAD_CPUTIME_ID`). A BO step is not always confined to its thread: the
 //! hyperparameter restarts and the acquisition restarts are rayon parallel loops, which other
 //! workers of the pool take part in (and a worker waiting for them runs other tasks of the pool
-//! meanwhile, whole runs of the grid included); and from 256 observations on
-//! ([`pandora_core::gp::model::BLOCKS_FROM_N`]) the acquisition restarts run in lockstep on plain
-//! OS threads of their own. faer itself runs sequentially here (every call passes `Par::Seq`).
-//! So a step's thread CPU time is its whole CPU time exactly when it runs on a rayon pool of one
-//! thread with fewer than 256 observations; see [`exact_here`] and the trace fields that use it.
+//! meanwhile, whole runs of the grid included). The lockstep restarts (from 256 observations on)
+//! use the same pool, and faer runs sequentially inside it (`linalg::par_for`). So a step's
+//! thread CPU time is its whole CPU time exactly when it runs on a rayon pool of one thread; see
+//! [`exact_here`] and the trace fields that use it. (Until the lockstep restarts were driven
+//! from one thread, they ran on OS threads of their own and steps with 256 observations or more
+//! were read on their wall time.)
 //!
 //! **Where unavailable** (not Linux, Android, macOS, iOS or FreeBSD), or if the clock call
 //! fails, the functions return `None` and callers fall back to wall time.
@@ -74,14 +75,11 @@ pub fn process_seconds() -> Option<f64> {
     read(Clock::Process)
 }
 
-/// Whether the calling thread's CPU time measures all of a step taken here with `n`
-/// observations: the thread is a worker of a rayon pool of one thread (so the step's parallel
-/// loops run on it and it runs nothing else meanwhile) and `n` is below
-/// [`pandora_core::gp::model::BLOCKS_FROM_N`] (no lockstep threads). See the module doc.
-pub fn exact_here(n: usize) -> bool {
-    rayon::current_thread_index().is_some()
-        && rayon::current_num_threads() == 1
-        && n < pandora_core::gp::model::BLOCKS_FROM_N
+/// Whether the calling thread's CPU time measures all of a step taken here: the thread is a
+/// worker of a rayon pool of one thread (so the step's parallel loops run on it and it runs
+/// nothing else meanwhile). See the module doc.
+pub fn exact_here() -> bool {
+    rayon::current_thread_index().is_some() && rayon::current_num_threads() == 1
 }
 
 /// A wall clock and the calling thread's CPU clock, started together.
@@ -178,13 +176,12 @@ mod tests {
 
     #[test]
     fn exact_only_on_a_pool_of_one_thread() {
-        assert!(!exact_here(10), "not on a rayon worker");
-        assert!(on_one_thread(|| exact_here(10)).unwrap());
-        assert!(!on_one_thread(|| exact_here(pandora_core::gp::model::BLOCKS_FROM_N)).unwrap());
+        assert!(!exact_here(), "not on a rayon worker");
+        assert!(on_one_thread(exact_here).unwrap());
         let two = rayon::ThreadPoolBuilder::new()
             .num_threads(2)
             .build()
             .unwrap();
-        assert!(!two.install(|| exact_here(10)));
+        assert!(!two.install(exact_here));
     }
 }

@@ -154,8 +154,8 @@ struct RunRecord {
     optimum: f64,
     wall_seconds: f64,
     /// The run's CPU seconds, when its thread did all of its work (see
-    /// [`crate::cpu_clock::exact_here`]: `--jobs 1`, below 256 observations); absent otherwise
-    /// and in records of earlier versions.
+    /// [`crate::cpu_clock::exact_here`]: `--jobs 1`); absent otherwise and in records of
+    /// earlier versions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     cpu_seconds: Option<f64>,
     steps: Vec<StepRecord>,
@@ -487,7 +487,7 @@ fn run_one(plan: &Plan, r: &RunSpec, optimum: f64, dir: &Path) -> Result<Done> {
         spec: r.clone(),
         optimum,
         wall_seconds: start.wall(),
-        cpu_seconds: crate::cpu_clock::exact_here(plan.n_init + trace.steps.len())
+        cpu_seconds: crate::cpu_clock::exact_here()
             .then(|| start.cpu())
             .flatten(),
         steps: trace

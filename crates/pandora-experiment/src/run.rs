@@ -229,7 +229,7 @@ fn stopping_line(
     }
     line.params = Some(params_to_json(model.params()));
     line.seconds = t0.wall();
-    line.cpu_seconds = exact_here(n).then(|| t0.cpu()).flatten();
+    line.cpu_seconds = exact_here().then(|| t0.cpu()).flatten();
     Ok(line)
 }
 
@@ -484,7 +484,7 @@ impl Loop<'_, '_> {
                 }
             };
             // CPU time only where the thread clock sees the whole step (see `cpu_clock`).
-            let exact = exact_here(k);
+            let exact = exact_here();
             let seconds_propose = (t0.wall() - stat.0).max(0.0);
             let cpu_seconds_propose = exact
                 .then(|| Some((t0.cpu()? - stat.1.unwrap_or(0.0)).max(0.0)))

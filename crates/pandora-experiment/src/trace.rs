@@ -89,8 +89,8 @@ pub struct Step {
     /// Seconds spent evaluating the objective and cost.
     pub seconds_eval: f64,
     /// CPU seconds of `seconds_propose`, when the run's thread did all of the step's work (see
-    /// [`crate::cpu_clock::exact_here`]: a `--jobs 1` run, or a plan's calibration, below 256
-    /// observations); absent otherwise and in traces of earlier versions.
+    /// [`crate::cpu_clock::exact_here`]: a `--jobs 1` run, or a plan's calibration); absent
+    /// otherwise and in traces of earlier versions (which left it out from 256 observations on).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu_seconds_propose: Option<f64>,
     /// CPU seconds of `seconds_eval`, under the same condition.

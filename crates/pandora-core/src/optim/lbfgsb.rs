@@ -21,6 +21,12 @@
 //!
 //! All work arrays live in an [`LbfgsbWorkspace`]; after it is set up an iteration allocates
 //! nothing, so one workspace can be reused for many solves of the same dimension.
+//!
+//! The solver is written for reverse communication, like the original Fortran code: a
+//! `Stepper` says which point it needs next and is handed the value, so that a caller can
+//! advance many solves together and evaluate their points as one block (`optim::lockstep`).
+//! [`minimize`] and [`minimize_with_workspace`] drive one stepper with a closure; both ways run
+//! the same code and produce the same iterates.
 
 // Index loops mirror the algebra of the paper; negated comparisons are deliberate: they are
 // true for NaN, which is exactly the case they must catch.
@@ -288,6 +294,481 @@ pub fn minimize_with_workspace<F: FnMut(&[f64], &mut [f64]) -> f64>(
     opts: &LbfgsbOptions,
     ws: &mut LbfgsbWorkspace,
 ) -> Result<LbfgsbResult> {
+    let mut stepper = Stepper::new(x, lower, upper, opts, ws)?;
+    loop {
+        let (point, grad) = match stepper.request() {
+            Request::Evaluate { point, grad } => (point, grad),
+            Request::Done(result) => return Ok(result.clone()),
+        };
+        let value = f(point, grad);
+        stepper.answer(value);
+    }
+}
+
+/// One L-BFGS-B solve driven from outside ("reverse communication", as in the original Fortran
+/// code): the solver says which point it needs next ([`Stepper::request`]) and the caller
+/// evaluates it and hands the value back ([`Stepper::answer`]), the gradient written into the
+/// buffer the request lent. [`minimize_with_workspace`] is the loop `request → f → answer`;
+/// the lock-step restarts (`optim::lockstep`) advance many steppers together and evaluate
+/// their points as one block, without a thread per run.
+///
+/// The sequence of points depends only on the values and gradients handed back, so any driver
+/// that answers the same way gets the same solve.
+pub(crate) struct Stepper<'a> {
+    solver: Solver<'a>,
+    /// The iterate (the best finite point so far), the caller's `x`.
+    x: &'a mut [f64],
+    phase: Phase,
+    fx: f64,
+    pg: f64,
+    iter: usize,
+    constrained: bool,
+    boxed: bool,
+    ls: SearchState,
+}
+
+/// What a [`Stepper`] needs next.
+pub(crate) enum Request<'s> {
+    /// The value at `point`; the gradient goes into `grad` (same length), then
+    /// [`Stepper::answer`].
+    Evaluate {
+        /// The point to evaluate.
+        point: &'s [f64],
+        /// Where the gradient at `point` goes.
+        grad: &'s mut [f64],
+    },
+    /// The solve is over; the minimizer is in the caller's `x`.
+    Done(&'s LbfgsbResult),
+}
+
+enum Phase {
+    /// Waiting for the value at the starting point (`x`, gradient into `ws.g`).
+    Start,
+    /// Waiting for the value at a line-search trial (`ws.xt`, gradient into `ws.gt`).
+    Search,
+    Done(LbfgsbResult),
+}
+
+/// The Moré–Thuente line search between two evaluations.
+struct SearchState {
+    st: MtState,
+    stp: f64,
+    stpmax_eff: f64,
+    best_f: f64,
+    nls: usize,
+    f0: f64,
+    g0d: f64,
+    gtest: f64,
+}
+
+impl<'a> Stepper<'a> {
+    /// A solve from `x` (projected into the box first). Errors as [`minimize_with_workspace`].
+    pub(crate) fn new(
+        x: &'a mut [f64],
+        lower: &'a [f64],
+        upper: &'a [f64],
+        opts: &'a LbfgsbOptions,
+        ws: &'a mut LbfgsbWorkspace,
+    ) -> Result<Self> {
+        check_and_project(x, lower, upper, opts, ws)?;
+        let n = x.len();
+        let constrained = (0..n).any(|i| lower[i].is_finite() || upper[i].is_finite());
+        let boxed = (0..n).all(|i| lower[i].is_finite() && upper[i].is_finite());
+        Ok(Self {
+            solver: Solver {
+                ws,
+                lower,
+                upper,
+                opts,
+                evals: 0,
+                k: 0,
+                theta: 1.0,
+            },
+            x,
+            phase: Phase::Start,
+            fx: f64::NAN,
+            pg: f64::NAN,
+            iter: 0,
+            constrained,
+            boxed,
+            ls: SearchState {
+                st: MtState::at(0.0, 0.0, 0.0, 0.0),
+                stp: 0.0,
+                stpmax_eff: 0.0,
+                best_f: 0.0,
+                nls: 0,
+                f0: 0.0,
+                g0d: 0.0,
+                gtest: 0.0,
+            },
+        })
+    }
+
+    /// The point to evaluate next with the buffer for its gradient, or the result.
+    pub(crate) fn request(&mut self) -> Request<'_> {
+        let ws = &mut *self.solver.ws;
+        match &self.phase {
+            Phase::Start => Request::Evaluate {
+                point: self.x,
+                grad: &mut ws.g,
+            },
+            Phase::Search => Request::Evaluate {
+                point: &ws.xt,
+                grad: &mut ws.gt,
+            },
+            Phase::Done(result) => Request::Done(result),
+        }
+    }
+
+    /// The point of the pending request (`None` once done).
+    pub(crate) fn point(&self) -> Option<&[f64]> {
+        match &self.phase {
+            Phase::Start => Some(self.x),
+            Phase::Search => Some(&self.solver.ws.xt),
+            Phase::Done(_) => None,
+        }
+    }
+
+    /// The gradient buffer of the pending request (`None` once done).
+    pub(crate) fn grad_buffer(&mut self) -> Option<&mut [f64]> {
+        match &self.phase {
+            Phase::Start => Some(&mut self.solver.ws.g),
+            Phase::Search => Some(&mut self.solver.ws.gt),
+            Phase::Done(_) => None,
+        }
+    }
+
+    /// The result, once the solve is over.
+    pub(crate) fn result(&self) -> Option<&LbfgsbResult> {
+        match &self.phase {
+            Phase::Done(r) => Some(r),
+            _ => None,
+        }
+    }
+
+    /// Hands back the value at the requested point (its gradient already in the lent buffer) and
+    /// advances to the next request. A non-finite value or gradient counts as `+∞`. Does
+    /// nothing once the solve is over.
+    pub(crate) fn answer(&mut self, value: f64) {
+        let grad_ok = |g: &[f64]| g.iter().all(|gi| gi.is_finite());
+        match self.phase {
+            Phase::Start => {
+                let v = if value.is_finite() && grad_ok(&self.solver.ws.g) {
+                    value
+                } else {
+                    f64::INFINITY
+                };
+                self.solver.evals = 1;
+                self.fx = v;
+                if !v.is_finite() {
+                    self.pg = f64::NAN;
+                    return self.finish(Termination::NonFinite);
+                }
+                self.pg = proj_grad_norm(
+                    self.x,
+                    &self.solver.ws.g,
+                    self.solver.lower,
+                    self.solver.upper,
+                );
+                if self.pg <= self.solver.opts.pgtol {
+                    return self.finish(Termination::ConvergedGradient);
+                }
+                self.next_iteration();
+            }
+            Phase::Search => {
+                let v = if value.is_finite() && grad_ok(&self.solver.ws.gt) {
+                    value
+                } else {
+                    f64::INFINITY
+                };
+                self.solver.evals += 1;
+                self.ls.nls += 1;
+                match self.search_step(v) {
+                    Some(outcome) => self.after_search(outcome),
+                    None => self.next_trial(),
+                }
+            }
+            Phase::Done(_) => {}
+        }
+    }
+
+    fn finish(&mut self, status: Termination) {
+        self.phase = Phase::Done(LbfgsbResult {
+            f: self.fx,
+            iterations: self.iter,
+            evaluations: self.solver.evals,
+            status,
+            projected_gradient: self.pg,
+        });
+    }
+
+    /// The top of an iteration: the budgets, the search direction, the first trial step.
+    fn next_iteration(&mut self) {
+        let n = self.x.len();
+        let (l, u) = (self.solver.lower, self.solver.upper);
+        loop {
+            if self.iter >= self.solver.opts.max_iter {
+                return self.finish(Termination::MaxIter);
+            }
+            if self.solver.evals >= self.solver.opts.max_evals {
+                return self.finish(Termination::MaxEvals);
+            }
+            let x = &*self.x;
+            let solver = &mut self.solver;
+            // Search direction: Cauchy point, then subspace minimization.
+            if !self.constrained && solver.k > 0 {
+                solver.ws.xcp.copy_from_slice(x);
+                solver.ws.c[..2 * solver.k].fill(0.0);
+                solver.ws.mc[..2 * solver.k].fill(0.0);
+                for i in 0..n {
+                    solver.ws.free[i] = i;
+                }
+                solver.subspace(x, n);
+            } else {
+                let nf = solver.cauchy(x);
+                if solver.k > 0 && nf > 0 {
+                    solver.subspace(x, nf);
+                }
+            }
+            let ws = &mut *solver.ws;
+            for i in 0..n {
+                ws.dir[i] = ws.xcp[i] - x[i];
+            }
+            let gd = dot(&ws.g, &ws.dir);
+            if !(gd < 0.0) {
+                if solver.k > 0 {
+                    solver.reset_memory();
+                    continue;
+                }
+                return self.finish(Termination::LineSearchFailed);
+            }
+            // Largest feasible step along dir and the first trial step.
+            let stpmax = if !self.constrained {
+                1e10
+            } else if solver.k == 0 {
+                1.0
+            } else {
+                let mut smax: f64 = 1e10;
+                for i in 0..n {
+                    let d = ws.dir[i];
+                    if d < 0.0 && l[i].is_finite() {
+                        smax = smax.min((l[i] - x[i]) / d);
+                    } else if d > 0.0 && u[i].is_finite() {
+                        smax = smax.min((u[i] - x[i]) / d);
+                    }
+                }
+                smax.max(0.0)
+            };
+            let dnorm = dot(&ws.dir, &ws.dir).sqrt();
+            let stp0 = if solver.k == 0 && !self.boxed {
+                (1.0 / dnorm).min(stpmax)
+            } else {
+                1.0_f64.min(stpmax)
+            };
+            if !(stp0 > 0.0) {
+                if solver.k > 0 {
+                    solver.reset_memory();
+                    continue;
+                }
+                return self.finish(Termination::LineSearchFailed);
+            }
+            // Moré–Thuente line search from `x` along `dir`.
+            self.ls = SearchState {
+                st: MtState {
+                    width: stpmax,
+                    width1: 2.0 * stpmax,
+                    stmax: stp0 + 4.0 * stp0,
+                    ..MtState::at(0.0, self.fx, gd, 0.0)
+                },
+                stp: stp0,
+                stpmax_eff: stpmax,
+                best_f: self.fx,
+                nls: 0,
+                f0: self.fx,
+                g0d: gd,
+                gtest: solver.opts.ftol * gd,
+            };
+            return self.next_trial();
+        }
+    }
+
+    /// Places the next line-search trial in `ws.xt` (phase `Search`), or ends the search when
+    /// its budgets are spent.
+    fn next_trial(&mut self) {
+        let opts = self.solver.opts;
+        if self.solver.evals >= opts.max_evals {
+            let outcome = match self.solver.take_best(self.ls.best_f, self.ls.f0) {
+                LineSearch::Accepted(v) => LineSearch::Budget(Some(v)),
+                _ => LineSearch::Budget(None),
+            };
+            return self.after_search(outcome);
+        }
+        if self.ls.nls >= opts.max_line_search {
+            let outcome = self.solver.take_best(self.ls.best_f, self.ls.f0);
+            return self.after_search(outcome);
+        }
+        let (l, u) = (self.solver.lower, self.solver.upper);
+        let ws = &mut *self.solver.ws;
+        for i in 0..self.x.len() {
+            ws.xt[i] = (self.x[i] + self.ls.stp * ws.dir[i]).clamp(l[i], u[i]);
+        }
+        self.phase = Phase::Search;
+    }
+
+    /// One Moré–Thuente update with the value `ft` at the trial step (its gradient in `ws.gt`):
+    /// the search's outcome, or `None` to try the next step (already in `ls.stp`).
+    fn search_step(&mut self, ft: f64) -> Option<LineSearch> {
+        let opts = self.solver.opts;
+        let ls = &mut self.ls;
+        let st = &mut ls.st;
+        let gtest = ls.gtest;
+        if !ft.is_finite() {
+            // Back off towards the best step; never go past this point again.
+            let next = st.stx + 0.5 * (ls.stp - st.stx);
+            if !(next > st.stx && next < ls.stp) {
+                return Some(self.solver.take_best(ls.best_f, ls.f0));
+            }
+            ls.stpmax_eff = next;
+            ls.stp = next;
+            return None;
+        }
+        let ws = &mut *self.solver.ws;
+        let gdt = dot(&ws.gt, &ws.dir);
+        if ft < ls.best_f {
+            ls.best_f = ft;
+            ws.xbest.copy_from_slice(&ws.xt);
+            ws.gbest.copy_from_slice(&ws.gt);
+        }
+        let stp = &mut ls.stp;
+        let ftest = ls.f0 + *stp * gtest;
+        if st.stage1 && ft <= ftest && gdt >= 0.0 {
+            st.stage1 = false;
+        }
+        if ft <= ftest && gdt.abs() <= opts.gtol * (-ls.g0d) {
+            return Some(LineSearch::Accepted(ft));
+        }
+        if *stp >= ls.stpmax_eff && ft <= ftest && gdt <= gtest {
+            return Some(LineSearch::Accepted(ft));
+        }
+        // Bracketed, and the trial left the interval or the interval is small enough.
+        let give_up =
+            *stp <= st.stmin || *stp >= st.stmax || st.stmax - st.stmin <= opts.xtol * st.stmax;
+        if st.brackt && give_up {
+            return Some(self.solver.take_best(ls.best_f, ls.f0));
+        }
+        let (smin, smax) = (st.stmin, st.stmax);
+        if st.stage1 && ft <= st.fx && ft > ftest {
+            let mut fxm = st.fx - st.stx * gtest;
+            let mut fym = st.fy - st.sty * gtest;
+            let mut gxm = st.gx - gtest;
+            let mut gym = st.gy - gtest;
+            let fm = ft - *stp * gtest;
+            let gm = gdt - gtest;
+            dcstep(
+                &mut st.stx,
+                &mut fxm,
+                &mut gxm,
+                &mut st.sty,
+                &mut fym,
+                &mut gym,
+                stp,
+                fm,
+                gm,
+                &mut st.brackt,
+                smin,
+                smax,
+            );
+            st.fx = fxm + st.stx * gtest;
+            st.fy = fym + st.sty * gtest;
+            st.gx = gxm + gtest;
+            st.gy = gym + gtest;
+        } else {
+            dcstep(
+                &mut st.stx,
+                &mut st.fx,
+                &mut st.gx,
+                &mut st.sty,
+                &mut st.fy,
+                &mut st.gy,
+                stp,
+                ft,
+                gdt,
+                &mut st.brackt,
+                smin,
+                smax,
+            );
+        }
+        if st.brackt {
+            if (st.sty - st.stx).abs() >= 0.66 * st.width1 {
+                *stp = st.stx + 0.5 * (st.sty - st.stx);
+            }
+            st.width1 = st.width;
+            st.width = (st.sty - st.stx).abs();
+            st.stmin = st.stx.min(st.sty);
+            st.stmax = st.stx.max(st.sty);
+        } else {
+            st.stmin = *stp + 1.1 * (*stp - st.stx);
+            st.stmax = *stp + 4.0 * (*stp - st.stx);
+        }
+        *stp = stp.clamp(0.0, ls.stpmax_eff);
+        let interval_done =
+            *stp <= st.stmin || *stp >= st.stmax || st.stmax - st.stmin <= opts.xtol * st.stmax;
+        if (st.brackt && interval_done) || !(*stp > 0.0) {
+            // The next trial would be the best step so far, which is already known.
+            return Some(self.solver.take_best(ls.best_f, ls.f0));
+        }
+        None
+    }
+
+    /// The end of an iteration: accept the step (or give up), test convergence, update the
+    /// memory and start the next iteration.
+    fn after_search(&mut self, outcome: LineSearch) {
+        let fnew = match outcome {
+            LineSearch::Accepted(v) => v,
+            LineSearch::Budget(Some(v)) => v,
+            LineSearch::Budget(None) => return self.finish(Termination::MaxEvals),
+            LineSearch::Failed => {
+                if self.solver.k > 0 {
+                    self.solver.reset_memory();
+                    return self.next_iteration();
+                }
+                return self.finish(Termination::LineSearchFailed);
+            }
+        };
+        // Accept the step: x_prev/g_prev keep the old point for the correction pair.
+        let ws = &mut *self.solver.ws;
+        ws.x_prev.copy_from_slice(self.x);
+        ws.g_prev.copy_from_slice(&ws.g);
+        self.x.copy_from_slice(&ws.xt);
+        ws.g.copy_from_slice(&ws.gt);
+        let fold = self.fx;
+        self.fx = fnew;
+        self.iter += 1;
+        self.pg = proj_grad_norm(self.x, &ws.g, self.solver.lower, self.solver.upper);
+        if matches!(outcome, LineSearch::Budget(_)) {
+            return self.finish(Termination::MaxEvals);
+        }
+        if self.pg <= self.solver.opts.pgtol {
+            return self.finish(Termination::ConvergedGradient);
+        }
+        let scale = fold.abs().max(self.fx.abs()).max(1.0);
+        if fold - self.fx <= self.solver.opts.factr * EPS * scale {
+            return self.finish(Termination::ConvergedRelativeReduction);
+        }
+        self.solver.update_memory(self.x);
+        self.next_iteration();
+    }
+}
+
+/// Checks the inputs of a solve and projects `x` into the box (an infinite start of a
+/// half-bounded variable goes to its finite bound).
+fn check_and_project(
+    x: &mut [f64],
+    lower: &[f64],
+    upper: &[f64],
+    opts: &LbfgsbOptions,
+    ws: &LbfgsbWorkspace,
+) -> Result<()> {
     opts.validate()?;
     let n = x.len();
     if lower.len() != n {
@@ -337,16 +818,7 @@ pub fn minimize_with_workspace<F: FnMut(&[f64], &mut [f64]) -> f64>(
             x[i] = if l.is_finite() { l } else { u };
         }
     }
-    let mut solver = Solver {
-        ws,
-        lower,
-        upper,
-        opts,
-        evals: 0,
-        k: 0,
-        theta: 1.0,
-    };
-    Ok(solver.run(&mut f, x))
+    Ok(())
 }
 
 struct Solver<'a> {
@@ -358,16 +830,6 @@ struct Solver<'a> {
     /// Number of stored correction pairs.
     k: usize,
     theta: f64,
-}
-
-/// Evaluates `f` and maps a non-finite value or gradient to `+∞`.
-fn eval<F: FnMut(&[f64], &mut [f64]) -> f64>(f: &mut F, x: &[f64], g: &mut [f64]) -> f64 {
-    let v = f(x, g);
-    if v.is_finite() && g.iter().all(|gi| gi.is_finite()) {
-        v
-    } else {
-        f64::INFINITY
-    }
 }
 
 fn dot(a: &[f64], b: &[f64]) -> f64 {
@@ -398,141 +860,6 @@ enum LineSearch {
 }
 
 impl Solver<'_> {
-    fn run<F: FnMut(&[f64], &mut [f64]) -> f64>(
-        &mut self,
-        f: &mut F,
-        x: &mut [f64],
-    ) -> LbfgsbResult {
-        let n = x.len();
-        let (l, u) = (self.lower, self.upper);
-        let mut fx = eval(f, x, &mut self.ws.g);
-        self.evals = 1;
-        let finish = |fx: f64, iters: usize, evals: usize, status, pg: f64| LbfgsbResult {
-            f: fx,
-            iterations: iters,
-            evaluations: evals,
-            status,
-            projected_gradient: pg,
-        };
-        if !fx.is_finite() {
-            return finish(fx, 0, 1, Termination::NonFinite, f64::NAN);
-        }
-        let mut pg = proj_grad_norm(x, &self.ws.g, l, u);
-        if pg <= self.opts.pgtol {
-            return finish(fx, 0, 1, Termination::ConvergedGradient, pg);
-        }
-        let constrained = (0..n).any(|i| l[i].is_finite() || u[i].is_finite());
-        let boxed = (0..n).all(|i| l[i].is_finite() && u[i].is_finite());
-        let mut iter = 0usize;
-        loop {
-            if iter >= self.opts.max_iter {
-                return finish(fx, iter, self.evals, Termination::MaxIter, pg);
-            }
-            if self.evals >= self.opts.max_evals {
-                return finish(fx, iter, self.evals, Termination::MaxEvals, pg);
-            }
-            // Search direction: Cauchy point, then subspace minimization.
-            if !constrained && self.k > 0 {
-                self.ws.xcp.copy_from_slice(x);
-                self.ws.c[..2 * self.k].fill(0.0);
-                self.ws.mc[..2 * self.k].fill(0.0);
-                for i in 0..n {
-                    self.ws.free[i] = i;
-                }
-                self.subspace(x, n);
-            } else {
-                let nf = self.cauchy(x);
-                if self.k > 0 && nf > 0 {
-                    self.subspace(x, nf);
-                }
-            }
-            let ws = &mut *self.ws;
-            for i in 0..n {
-                ws.dir[i] = ws.xcp[i] - x[i];
-            }
-            let gd = dot(&ws.g, &ws.dir);
-            if !(gd < 0.0) {
-                if self.k > 0 {
-                    self.reset_memory();
-                    continue;
-                }
-                return finish(fx, iter, self.evals, Termination::LineSearchFailed, pg);
-            }
-            // Largest feasible step along dir and the first trial step.
-            let stpmax = if !constrained {
-                1e10
-            } else if self.k == 0 {
-                1.0
-            } else {
-                let mut smax: f64 = 1e10;
-                for i in 0..n {
-                    let d = ws.dir[i];
-                    if d < 0.0 && l[i].is_finite() {
-                        smax = smax.min((l[i] - x[i]) / d);
-                    } else if d > 0.0 && u[i].is_finite() {
-                        smax = smax.min((u[i] - x[i]) / d);
-                    }
-                }
-                smax.max(0.0)
-            };
-            let dnorm = dot(&ws.dir, &ws.dir).sqrt();
-            let stp0 = if self.k == 0 && !boxed {
-                (1.0 / dnorm).min(stpmax)
-            } else {
-                1.0_f64.min(stpmax)
-            };
-            if !(stp0 > 0.0) {
-                if self.k > 0 {
-                    self.reset_memory();
-                    continue;
-                }
-                return finish(fx, iter, self.evals, Termination::LineSearchFailed, pg);
-            }
-            let outcome = self.line_search(f, x, fx, gd, stp0, stpmax);
-            let fnew = match outcome {
-                LineSearch::Accepted(v) => v,
-                LineSearch::Budget(Some(v)) => v,
-                LineSearch::Budget(None) => {
-                    return finish(fx, iter, self.evals, Termination::MaxEvals, pg);
-                }
-                LineSearch::Failed => {
-                    if self.k > 0 {
-                        self.reset_memory();
-                        continue;
-                    }
-                    return finish(fx, iter, self.evals, Termination::LineSearchFailed, pg);
-                }
-            };
-            // Accept the step: x_prev/g_prev keep the old point for the correction pair.
-            let ws = &mut *self.ws;
-            ws.x_prev.copy_from_slice(x);
-            ws.g_prev.copy_from_slice(&ws.g);
-            x.copy_from_slice(&ws.xt);
-            ws.g.copy_from_slice(&ws.gt);
-            let fold = fx;
-            fx = fnew;
-            iter += 1;
-            pg = proj_grad_norm(x, &ws.g, l, u);
-            if matches!(outcome, LineSearch::Budget(_)) {
-                return finish(fx, iter, self.evals, Termination::MaxEvals, pg);
-            }
-            if pg <= self.opts.pgtol {
-                return finish(fx, iter, self.evals, Termination::ConvergedGradient, pg);
-            }
-            let scale = fold.abs().max(fx.abs()).max(1.0);
-            if fold - fx <= self.opts.factr * EPS * scale {
-                return finish(
-                    fx,
-                    iter,
-                    self.evals,
-                    Termination::ConvergedRelativeReduction,
-                    pg,
-                );
-            }
-            self.update_memory(x);
-        }
-    }
-
     fn reset_memory(&mut self) {
         self.k = 0;
         self.theta = 1.0;
@@ -946,152 +1273,6 @@ impl Solver<'_> {
         }
     }
 
-    /// Moré–Thuente line search from `x` along `dir`. On success the new point and gradient are
-    /// in `xt`, `gt`.
-    fn line_search<F: FnMut(&[f64], &mut [f64]) -> f64>(
-        &mut self,
-        f: &mut F,
-        x: &[f64],
-        f0: f64,
-        g0d: f64,
-        stp0: f64,
-        stpmax: f64,
-    ) -> LineSearch {
-        let (l, u) = (self.lower, self.upper);
-        let opts = self.opts;
-        let n = x.len();
-        let gtest = opts.ftol * g0d;
-        let mut st = MtState {
-            stx: 0.0,
-            fx: f0,
-            gx: g0d,
-            sty: 0.0,
-            fy: f0,
-            gy: g0d,
-            brackt: false,
-            stage1: true,
-            width: stpmax,
-            width1: 2.0 * stpmax,
-            stmin: 0.0,
-            stmax: stp0 + 4.0 * stp0,
-        };
-        let mut stp = stp0;
-        let mut stpmax_eff = stpmax;
-        let mut best_f = f0;
-        let mut nls = 0;
-        loop {
-            if self.evals >= opts.max_evals {
-                return match self.take_best(best_f, f0) {
-                    LineSearch::Accepted(v) => LineSearch::Budget(Some(v)),
-                    _ => LineSearch::Budget(None),
-                };
-            }
-            if nls >= opts.max_line_search {
-                return self.take_best(best_f, f0);
-            }
-            let ws = &mut *self.ws;
-            for i in 0..n {
-                ws.xt[i] = (x[i] + stp * ws.dir[i]).clamp(l[i], u[i]);
-            }
-            let ft = eval(f, &ws.xt, &mut ws.gt);
-            self.evals += 1;
-            nls += 1;
-            if !ft.is_finite() {
-                // Back off towards the best step; never go past this point again.
-                let next = st.stx + 0.5 * (stp - st.stx);
-                if !(next > st.stx && next < stp) {
-                    return self.take_best(best_f, f0);
-                }
-                stpmax_eff = next;
-                stp = next;
-                continue;
-            }
-            let gdt = dot(&ws.gt, &ws.dir);
-            if ft < best_f {
-                best_f = ft;
-                ws.xbest.copy_from_slice(&ws.xt);
-                ws.gbest.copy_from_slice(&ws.gt);
-            }
-            let ftest = f0 + stp * gtest;
-            if st.stage1 && ft <= ftest && gdt >= 0.0 {
-                st.stage1 = false;
-            }
-            if ft <= ftest && gdt.abs() <= opts.gtol * (-g0d) {
-                return LineSearch::Accepted(ft);
-            }
-            if stp >= stpmax_eff && ft <= ftest && gdt <= gtest {
-                return LineSearch::Accepted(ft);
-            }
-            if st.brackt && (stp <= st.stmin || stp >= st.stmax) {
-                return self.take_best(best_f, f0);
-            }
-            if st.brackt && st.stmax - st.stmin <= opts.xtol * st.stmax {
-                return self.take_best(best_f, f0);
-            }
-            let (smin, smax) = (st.stmin, st.stmax);
-            if st.stage1 && ft <= st.fx && ft > ftest {
-                let mut fxm = st.fx - st.stx * gtest;
-                let mut fym = st.fy - st.sty * gtest;
-                let mut gxm = st.gx - gtest;
-                let mut gym = st.gy - gtest;
-                let fm = ft - stp * gtest;
-                let gm = gdt - gtest;
-                dcstep(
-                    &mut st.stx,
-                    &mut fxm,
-                    &mut gxm,
-                    &mut st.sty,
-                    &mut fym,
-                    &mut gym,
-                    &mut stp,
-                    fm,
-                    gm,
-                    &mut st.brackt,
-                    smin,
-                    smax,
-                );
-                st.fx = fxm + st.stx * gtest;
-                st.fy = fym + st.sty * gtest;
-                st.gx = gxm + gtest;
-                st.gy = gym + gtest;
-            } else {
-                dcstep(
-                    &mut st.stx,
-                    &mut st.fx,
-                    &mut st.gx,
-                    &mut st.sty,
-                    &mut st.fy,
-                    &mut st.gy,
-                    &mut stp,
-                    ft,
-                    gdt,
-                    &mut st.brackt,
-                    smin,
-                    smax,
-                );
-            }
-            if st.brackt {
-                if (st.sty - st.stx).abs() >= 0.66 * st.width1 {
-                    stp = st.stx + 0.5 * (st.sty - st.stx);
-                }
-                st.width1 = st.width;
-                st.width = (st.sty - st.stx).abs();
-                st.stmin = st.stx.min(st.sty);
-                st.stmax = st.stx.max(st.sty);
-            } else {
-                st.stmin = stp + 1.1 * (stp - st.stx);
-                st.stmax = stp + 4.0 * (stp - st.stx);
-            }
-            stp = stp.clamp(0.0, stpmax_eff);
-            let interval_done =
-                stp <= st.stmin || stp >= st.stmax || st.stmax - st.stmin <= opts.xtol * st.stmax;
-            if (st.brackt && interval_done) || !(stp > 0.0) {
-                // The next trial would be the best step so far, which is already known.
-                return self.take_best(best_f, f0);
-            }
-        }
-    }
-
     /// Ends a line search that did not converge: accept the best trial if it decreased `f`.
     fn take_best(&mut self, best_f: f64, f0: f64) -> LineSearch {
         if best_f < f0 {
@@ -1118,6 +1299,27 @@ struct MtState {
     width1: f64,
     stmin: f64,
     stmax: f64,
+}
+
+impl MtState {
+    /// The state at the start of a search: both ends of the interval at step `stx` with value
+    /// `fx` and slope `gx`, stage 1, not bracketed, the widths and bounds still to be set.
+    fn at(stx: f64, fx: f64, gx: f64, stmin: f64) -> Self {
+        Self {
+            stx,
+            fx,
+            gx,
+            sty: stx,
+            fy: fx,
+            gy: gx,
+            brackt: false,
+            stage1: true,
+            width: 0.0,
+            width1: 0.0,
+            stmin,
+            stmax: 0.0,
+        }
+    }
 }
 
 /// Safeguarded step of Moré & Thuente (1994): updates the interval of uncertainty

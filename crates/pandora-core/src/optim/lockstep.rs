@@ -7,25 +7,30 @@
 //! a multi-start maximization are independent, so they can be evaluated together if they advance
 //! together.
 //!
-//! **How.** Every run keeps its own, unchanged L-BFGS-B (the solver calls its objective and waits
-//! for the answer). Each run lives on its own (small-stack) thread; its objective deposits the
-//! point in a shared round and sleeps. When every unfinished run has deposited a point, the last
-//! one to arrive evaluates the whole round with [`Objective::value_grads`] in chunks of
-//! [`CHUNK`] points (spread over helper threads), hands the results back and wakes the others.
-//! A run that finishes leaves the round, which may complete it.
+//! **How.** Every run is an L-BFGS-B solve driven from outside (`lbfgsb::Stepper`, reverse
+//! communication): it says which point it needs next and waits for the value. A round collects
+//! the pending point of every unfinished run, in run order, evaluates them with
+//! [`Objective::value_grads`] in chunks of [`CHUNK`] points (the chunks spread over rayon's
+//! pool), and hands every run its value, which advances it to its next request (these updates,
+//! the solvers' own work, run in parallel too). A run that finishes leaves the rounds.
+//!
+//! One thread drives all runs; nothing blocks. (The first version gave every run its own OS
+//! thread, which deposited its point and slept on a condition variable until the round was
+//! complete: at d = 16 that is 160 threads per maximization and 160 wake-ups per round, about a
+//! quarter of the maximization's CPU time in the kernel's scheduler, and two such maximizations
+//! side by side on two cores, as `pandora experiment --jobs 2` runs them, oversubscribed the
+//! cores.) Because nothing blocks, the parallel parts may use rayon's pool even when the caller
+//! is itself one of its workers.
 //!
 //! **Determinism.** A run's sequence of points depends only on the values it receives, and the
 //! chunks of a round are formed from the waiting runs in run order, with a fixed chunk size: by
 //! induction every round has the same composition in every execution, whatever the number of
 //! threads. The values equal the one-point evaluations up to rounding (a matrix product sums in
 //! another order than a matrix–vector product).
-//!
-//! The threads are plain OS threads, not rayon workers: a run blocks while it waits, and blocking
-//! rayon workers could starve a caller that itself runs inside the rayon pool.
 
-use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
+use rayon::prelude::*;
 
-use super::lbfgsb::{LbfgsbOptions, LbfgsbWorkspace, minimize_with_workspace};
+use super::lbfgsb::{LbfgsbOptions, LbfgsbWorkspace, Stepper};
 use super::objective::Objective;
 use crate::error::Result;
 
@@ -33,132 +38,15 @@ use crate::error::Result;
 /// determinism.
 pub(crate) const CHUNK: usize = 32;
 
-/// Stack of a run's thread (L-BFGS-B keeps its arrays on the heap; the run that completes a
-/// round evaluates it, matrix products included, on this stack).
-const RUN_STACK: usize = 1024 * 1024;
-
-/// The shared state of a round.
-struct Round {
-    /// Point of run `i` at `[i·d, (i+1)·d)`.
-    xs: Vec<f64>,
-    vals: Vec<f64>,
-    grads: Vec<f64>,
-    /// Runs that have deposited a point in this round.
-    waiting: Vec<bool>,
-    /// Runs not yet finished.
-    active: usize,
-    /// Points deposited in this round.
-    submitted: usize,
-    /// Completed rounds.
-    generation: u64,
-}
-
-struct Lockstep<'a> {
-    obj: &'a dyn Objective,
-    d: usize,
-    round: Mutex<Round>,
-    done: Condvar,
-}
-
-impl Lockstep<'_> {
-    fn lock(&self) -> MutexGuard<'_, Round> {
-        self.round.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Value and gradient at `x` for run `i`: waits for the round to complete.
-    fn eval(&self, i: usize, x: &[f64], grad: &mut [f64]) -> f64 {
-        let d = self.d;
-        let mut r = self.lock();
-        r.xs[i * d..(i + 1) * d].copy_from_slice(x);
-        r.waiting[i] = true;
-        r.submitted += 1;
-        let generation = r.generation;
-        if r.submitted == r.active {
-            self.complete(&mut r);
-        } else {
-            while r.generation == generation {
-                r = self.done.wait(r).unwrap_or_else(PoisonError::into_inner);
-            }
-        }
-        grad.copy_from_slice(&r.grads[i * d..(i + 1) * d]);
-        r.vals[i]
-    }
-
-    /// Run `i` is done; completes the round if everyone else is waiting.
-    fn finish(&self) {
-        let mut r = self.lock();
-        r.active -= 1;
-        if r.active > 0 && r.submitted == r.active {
-            self.complete(&mut r);
-        }
-    }
-
-    /// Evaluates the waiting points (in run order), hands the results back and wakes the runs.
-    fn complete(&self, r: &mut Round) {
-        let d = self.d;
-        let who: Vec<usize> = (0..r.waiting.len()).filter(|&i| r.waiting[i]).collect();
-        let mut xs = Vec::with_capacity(who.len() * d);
-        for &i in &who {
-            xs.extend_from_slice(&r.xs[i * d..(i + 1) * d]);
-        }
-        let mut vals = vec![f64::NAN; who.len()];
-        let mut grads = vec![0.0; who.len() * d];
-        evaluate_chunks(self.obj, &xs, &mut vals, &mut grads, d);
-        for (k, &i) in who.iter().enumerate() {
-            r.vals[i] = vals[k];
-            r.grads[i * d..(i + 1) * d].copy_from_slice(&grads[k * d..(k + 1) * d]);
-            r.waiting[i] = false;
-        }
-        r.submitted = 0;
-        r.generation += 1;
-        self.done.notify_all();
-    }
-}
-
-/// `value_grads` over fixed chunks of `CHUNK` points, the chunks spread over the available cores
-/// by scoped threads (one chunk list per thread; the result does not depend on the split).
+/// `value_grads` over fixed chunks of `CHUNK` points, the chunks spread over rayon's pool (the
+/// result does not depend on the split).
 fn evaluate_chunks(obj: &dyn Objective, xs: &[f64], vals: &mut [f64], grads: &mut [f64], d: usize) {
-    let chunks: Vec<_> = xs
-        .chunks(CHUNK * d)
-        .zip(vals.chunks_mut(CHUNK).zip(grads.chunks_mut(CHUNK * d)))
-        .collect();
-    let workers = std::thread::available_parallelism()
-        .map_or(1, |p| p.get())
-        .min(chunks.len())
-        .max(1);
-    if workers == 1 {
-        for (x, (v, g)) in chunks {
-            obj.value_grads(x, v, g);
-        }
-        return;
-    }
-    let mut lists: Vec<Vec<_>> = (0..workers).map(|_| Vec::new()).collect();
-    for (k, c) in chunks.into_iter().enumerate() {
-        lists[k % workers].push(c);
-    }
-    std::thread::scope(|s| {
-        let mut lists = lists.into_iter();
-        let mine = lists.next().unwrap_or_default();
-        for list in lists {
-            s.spawn(move || {
-                for (x, (v, g)) in list {
-                    obj.value_grads(x, v, g);
-                }
-            });
-        }
-        for (x, (v, g)) in mine {
-            obj.value_grads(x, v, g);
-        }
-    });
-}
-
-/// Leaves the round when a run ends, also when it ends by a panic.
-struct Leave<'a, 'b>(&'a Lockstep<'b>);
-
-impl Drop for Leave<'_, '_> {
-    fn drop(&mut self) {
-        self.0.finish();
-    }
+    xs.par_chunks(CHUNK * d)
+        .zip(
+            vals.par_chunks_mut(CHUNK)
+                .zip(grads.par_chunks_mut(CHUNK * d)),
+        )
+        .for_each(|(x, (v, g))| obj.value_grads(x, v, g));
 }
 
 /// Maximizes `obj` by L-BFGS-B from every start in lockstep (see the module docs); returns the
@@ -166,70 +54,155 @@ impl Drop for Leave<'_, '_> {
 /// restarts of [`super::multistart::maximize`] do.
 pub(crate) fn maximize_lockstep(
     obj: &dyn Objective,
-    starts: Vec<Vec<f64>>,
+    mut starts: Vec<Vec<f64>>,
     lower: &[f64],
     upper: &[f64],
     opts: &LbfgsbOptions,
 ) -> Vec<Result<(Vec<f64>, f64, usize)>> {
     let d = obj.dim();
     let k = starts.len();
-    let shared = Lockstep {
-        obj,
-        d,
-        round: Mutex::new(Round {
-            xs: vec![0.0; k * d],
-            vals: vec![f64::NAN; k],
-            grads: vec![0.0; k * d],
-            waiting: vec![false; k],
-            active: k,
-            submitted: 0,
-            generation: 0,
-        }),
-        done: Condvar::new(),
-    };
-    let shared = &shared;
-    std::thread::scope(|s| {
-        let handles: Vec<_> = starts
-            .into_iter()
-            .enumerate()
-            .map(|(i, mut x)| {
-                let run = move || {
-                    let _leave = Leave(shared);
-                    let mut ws = LbfgsbWorkspace::new(d, opts.memory);
-                    let r = minimize_with_workspace(
-                        |x, g| {
-                            let v = shared.eval(i, x, g);
-                            for gi in g.iter_mut() {
-                                *gi = -*gi;
-                            }
-                            -v
-                        },
-                        &mut x,
-                        lower,
-                        upper,
-                        opts,
-                        &mut ws,
-                    )?;
-                    Ok((x, -r.f, r.evaluations))
-                };
-                let handle = std::thread::Builder::new()
-                    .stack_size(RUN_STACK)
-                    .spawn_scoped(s, run);
-                if handle.is_err() {
-                    // The run never starts: it must not hold up the rounds of the others.
-                    shared.finish();
-                }
-                handle
-            })
+    let mut workspaces: Vec<LbfgsbWorkspace> = (0..k)
+        .map(|_| LbfgsbWorkspace::new(d, opts.memory))
+        .collect();
+    // (final value of the minimized −obj, evaluations) of each run, or its error.
+    let ends: Vec<Result<(f64, usize)>> = {
+        let mut runs: Vec<Result<Stepper<'_>>> = starts
+            .iter_mut()
+            .zip(workspaces.iter_mut())
+            .map(|(x, ws)| Stepper::new(x, lower, upper, opts, ws))
             .collect();
-        handles
-            .into_iter()
-            .map(|h| match h {
-                Ok(h) => h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
-                Err(e) => Err(crate::error::Error::Numerical(format!(
-                    "could not start a restart thread: {e}"
-                ))),
+        let mut xs: Vec<f64> = Vec::with_capacity(k * d);
+        let mut slot: Vec<Option<usize>> = vec![None; k];
+        let mut vals: Vec<f64> = Vec::with_capacity(k);
+        let mut grads: Vec<f64> = Vec::with_capacity(k * d);
+        loop {
+            xs.clear();
+            let mut waiting = 0;
+            for (run, s) in runs.iter().zip(slot.iter_mut()) {
+                *s = None;
+                if let Some(p) = run.as_ref().ok().and_then(|r| r.point()) {
+                    xs.extend_from_slice(p);
+                    *s = Some(waiting);
+                    waiting += 1;
+                }
+            }
+            if waiting == 0 {
+                break;
+            }
+            vals.clear();
+            vals.resize(waiting, f64::NAN);
+            grads.clear();
+            grads.resize(waiting * d, 0.0);
+            evaluate_chunks(obj, &xs, &mut vals, &mut grads, d);
+            // Hand back −value and −gradient (the solver minimizes).
+            runs.par_iter_mut()
+                .zip(slot.par_iter())
+                .for_each(|(run, s)| {
+                    if let (Ok(run), Some(j)) = (run, *s) {
+                        if let Some(g) = run.grad_buffer() {
+                            for (gi, v) in g.iter_mut().zip(&grads[j * d..(j + 1) * d]) {
+                                *gi = -v;
+                            }
+                        }
+                        run.answer(-vals[j]);
+                    }
+                });
+        }
+        runs.into_iter()
+            .map(|run| {
+                let run = run?;
+                let r = run.result().ok_or_else(|| {
+                    crate::error::Error::Numerical("a lockstep run ended without a result".into())
+                })?;
+                Ok((r.f, r.evaluations))
             })
             .collect()
-    })
+    };
+    starts
+        .into_iter()
+        .zip(ends)
+        .map(|(x, end)| end.map(|(f, evals)| (x, -f, evals)))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::optim::lbfgsb::minimize;
+
+    /// A multimodal objective on `[0, 1]³` (runs from different starts take different numbers of
+    /// iterations and end at different optima), NaN on a corner slab (the line searches back
+    /// off), evaluated point by point also in blocks, so lockstep runs must equal independent
+    /// solves bit for bit.
+    struct Wavy;
+
+    impl Objective for Wavy {
+        fn dim(&self) -> usize {
+            3
+        }
+
+        fn value_grad(&self, x: &[f64], grad: &mut [f64]) -> f64 {
+            if x[0] > 0.95 && x[1] > 0.95 {
+                grad.fill(0.0);
+                return f64::NAN;
+            }
+            let mut v = 0.0;
+            for (i, (&xi, g)) in x.iter().zip(grad.iter_mut()).enumerate() {
+                let c = 0.3 + 0.2 * i as f64;
+                v += -(xi - c) * (xi - c) + 0.05 * (11.0 * xi).sin();
+                *g = -2.0 * (xi - c) + 0.55 * (11.0 * xi).cos();
+            }
+            v
+        }
+
+        fn prefers_blocks(&self) -> bool {
+            true
+        }
+    }
+
+    #[test]
+    fn lockstep_runs_equal_independent_solves() {
+        let (lo, hi) = (vec![0.0; 3], vec![1.0; 3]);
+        let opts = LbfgsbOptions::default();
+        let mut starts: Vec<Vec<f64>> = (0..70)
+            .map(|k| {
+                let t = k as f64;
+                vec![
+                    (t * 0.618_034).fract(),
+                    (t * 0.414_214 + 0.9).fract(),
+                    (t * 0.732_051).fract(),
+                ]
+            })
+            .collect();
+        starts.push(vec![0.97, 0.98, 0.5]); // NaN at the start
+        starts.push(vec![f64::NAN, 0.5, 0.5]); // refused
+        let got = maximize_lockstep(&Wavy, starts.clone(), &lo, &hi, &opts);
+        assert_eq!(got.len(), starts.len());
+        let mut evals = std::collections::BTreeSet::new();
+        for (k, (start, run)) in starts.into_iter().zip(got).enumerate() {
+            let mut x = start;
+            let alone = minimize(
+                |x, g| {
+                    let v = Wavy.value_grad(x, g);
+                    g.iter_mut().for_each(|gi| *gi = -*gi);
+                    -v
+                },
+                &mut x,
+                &lo,
+                &hi,
+                &opts,
+            );
+            match (alone, run) {
+                (Ok(r), Ok((xl, vl, el))) => {
+                    assert_eq!(x, xl, "run {k}: end point");
+                    assert_eq!((-r.f).to_bits(), vl.to_bits(), "run {k}: value");
+                    assert_eq!(r.evaluations, el, "run {k}: evaluations");
+                    evals.insert(el);
+                }
+                (Err(_), Err(_)) => assert_eq!(k, 71, "only the NaN start is refused"),
+                (a, b) => panic!("run {k}: alone {a:?}, lockstep {b:?}"),
+            }
+        }
+        assert!(evals.len() > 3, "runs of different lengths: {evals:?}");
+    }
 }

@@ -269,7 +269,7 @@ impl Grid for CvsGrid<'_> {
         let trace = run(&problem, f.as_ref(), policy.as_mut(), &cfg, r.seed)?;
         let decisions = trace.steps.len();
         let cost: f64 = trace.steps.iter().map(|s| s.cost).sum();
-        let exact = exact_here(self.plan.n_init + decisions);
+        let exact = exact_here();
         let (seconds, wall) = seconds_of(exact.then(|| start.cpu()).flatten(), start.wall());
         if decisions == 0 {
             bail!("the calibration run (budget {budget}) made no decision");
