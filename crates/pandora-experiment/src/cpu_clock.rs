@@ -9,7 +9,7 @@
 //! (`CLOCK_THREAD_CPUTIME_ID`). A BO step is not always confined to its thread: the
 //! hyperparameter restarts and the acquisition restarts are rayon parallel loops, which other
 //! workers of the pool take part in (and a worker waiting for them runs other tasks of the pool
-//! meanwhile, whole runs of the grid included). The lockstep restarts (from 256 observations on)
+//! meanwhile, whole runs of the grid included). The lockstep restarts (from 64 observations on)
 //! use the same pool, and faer runs sequentially inside it (`linalg::par_for`). So a step's
 //! thread CPU time is its whole CPU time exactly when it runs on a rayon pool of one thread; see
 //! [`exact_here`] and the trace fields that use it. (Until the lockstep restarts were driven

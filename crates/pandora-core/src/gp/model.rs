@@ -188,8 +188,12 @@ impl std::fmt::Debug for WorkspacePool {
 
 /// From this many training points on, [`Posterior::prefers_blocks`](crate::gp::Posterior) is
 /// true: a point's `O(n²)` matrix–vector products stream the factor from memory, and evaluating
-/// restarts as blocks (matrix–matrix products) pays for the lockstep's synchronization.
-pub const BLOCKS_FROM_N: usize = 256;
+/// restarts as blocks (matrix–matrix products) pays for the rounds of the lockstep. It was 256
+/// while every lockstep run had a thread of its own; driven from one thread (reverse
+/// communication) the rounds cost little, and the blocks win from about 50 points at d = 8
+/// (restart phase 1.2–2× faster at n = 50–200, docs/bench.md); at d = 2 they lose up to 1 ms
+/// (one chunk, one core), a small part of those steps.
+pub const BLOCKS_FROM_N: usize = 64;
 
 /// Batches up to this size use direct triangular matrix-vector products (faer's triangular
 /// matrix product copies the triangle first, which dominates for a single point).
