@@ -90,8 +90,9 @@ pub struct ModelConfig {
     pub lengthscale: Option<f64>,
     /// The fixed outputscale of a frozen kernel (default 1).
     pub outputscale: Option<f64>,
-    /// Fixed observation-noise variance (default 1e-4).
-    pub noise: Option<f64>,
+    /// Observation-noise variance: a number fixes it (default 1e-4); `[low, high]` has the fit
+    /// learn it within those bounds (the PBGI repository's BMSEI model: `[1e-4, 1e-3]`).
+    pub noise: Option<NoiseConfig>,
     /// Standardize objective values before fitting (default true; false for Bayesian regret).
     pub standardize: Option<bool>,
     /// Use the problem's known prior amplitude `s(x)` in the kernel, `s(x) s(x') k(x, x')` (the
@@ -102,6 +103,17 @@ pub struct ModelConfig {
     /// `pandora_core::policy::Refit`) or `always` (a full multi-start fit at every step).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub refit: Option<RefitName>,
+}
+
+/// The observation noise of a `[problem.model]`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum NoiseConfig {
+    /// A fixed noise variance (`noise = 1e-4`).
+    Fixed(f64),
+    /// A noise variance the fit learns within `[low, high]` (`noise = [1e-4, 1e-3]`), also when
+    /// the kernel is frozen.
+    Learned([f64; 2]),
 }
 
 /// One `[[problem]]` table.
@@ -602,15 +614,25 @@ impl ExperimentFile {
 /// The objective-model fit options of a problem's `[problem.model]`.
 pub fn model_fit_options(m: &ModelConfig) -> Result<FitOptions> {
     let kind = KernelKind::parse(m.kernel.as_deref().unwrap_or("matern52")).context("model")?;
-    let noise = m.noise.unwrap_or(1e-4);
-    if !(noise.is_finite() && noise >= 0.0) {
-        bail!("model: noise must be finite and >= 0");
-    }
     let mut fit = FitOptions {
         kind,
-        noise: NoiseSpec::Fixed(noise),
         ..FitOptions::default()
     };
+    match m.noise.unwrap_or(NoiseConfig::Fixed(1e-4)) {
+        NoiseConfig::Fixed(noise) => {
+            if !(noise.is_finite() && noise >= 0.0) {
+                bail!("model: noise must be finite and >= 0");
+            }
+            fit.noise = NoiseSpec::Fixed(noise);
+        }
+        NoiseConfig::Learned([low, high]) => {
+            if !(low.is_finite() && high.is_finite() && low > 0.0 && low <= high) {
+                bail!("model: noise = [low, high] needs 0 < low <= high, both finite");
+            }
+            fit.noise = NoiseSpec::Learned { floor: low };
+            fit.max_noise = high;
+        }
+    }
     if let Some(l) = m.lengthscale {
         if !(l.is_finite() && l > 0.0) {
             bail!("model: lengthscale must be finite and > 0");
@@ -725,6 +747,46 @@ dim = 3
 acquisition = "pbgi"
 lambda = 1e-4
 "#;
+
+    /// `model.noise` fixes the noise with a number and has the fit learn it within `[low, high]`
+    /// with a pair, also on a frozen kernel; the learned noise stays in its bounds (noisy data
+    /// push it to the ceiling, noiseless data to the floor); bad pairs are refused by name.
+    #[test]
+    fn model_noise_is_fixed_or_learned_within_bounds() {
+        let model = |noise: &str| -> Result<FitOptions> {
+            let toml = format!("lengthscale = 0.3\nstandardize = false\nnoise = {noise}\n");
+            let m: ModelConfig = toml::from_str(&toml)?;
+            model_fit_options(&m)
+        };
+        assert_eq!(model("1e-6").unwrap().noise, NoiseSpec::Fixed(1e-6));
+        let learned = model("[1e-4, 1e-3]").unwrap();
+        assert_eq!(learned.noise, NoiseSpec::Learned { floor: 1e-4 });
+        assert_eq!(learned.max_noise, 1e-3);
+        assert_eq!(learned.lengthscale_bounds, (0.3, 0.3));
+        for bad in ["[1e-3, 1e-4]", "[0.0, 1e-3]", "[-1.0, 1.0]"] {
+            let e = format!("{:#}", model(bad).unwrap_err());
+            assert!(e.contains("noise"), "{bad}: {e}");
+        }
+        assert!(model("[1e-4]").is_err(), "one bound is not a pair");
+
+        // The fit on 1-D data: a smooth function with and without noise of variance 0.01.
+        let x: Vec<f64> = (0..40).map(|i| i as f64 / 39.0).collect();
+        let smooth: Vec<f64> = x.iter().map(|&t| (6.0 * t).sin()).collect();
+        let noisy: Vec<f64> = smooth
+            .iter()
+            .enumerate()
+            .map(|(i, v)| v + 0.1 * if i % 2 == 0 { 1.0 } else { -1.0 })
+            .collect();
+        let fit = |y: &[f64]| {
+            pandora_core::gp::fit::fit(&x, y, 1, &learned, None)
+                .unwrap()
+                .params
+                .noise
+        };
+        let (high, low) = (fit(&noisy), fit(&smooth));
+        assert!((high - 1e-3).abs() <= 1e-12, "noisy data: {high}");
+        assert!((1e-4..1.5e-4).contains(&low), "noiseless data: {low}");
+    }
 
     #[test]
     fn resolves_defaults_and_labels() {

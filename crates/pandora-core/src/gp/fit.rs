@@ -213,7 +213,7 @@ pub struct FitOptions {
     /// Hold the outputscale at this value instead of fitting it (BoTorch's current default model
     /// has no outputscale: σ² = 1 on standardized outcomes).
     pub fixed_outputscale: Option<f64>,
-    /// Upper bound on a learned noise variance.
+    /// Upper bound on a learned noise variance (at most the floor holds the noise at the floor).
     pub max_noise: f64,
     /// Seed of the random restarts.
     pub seed: u64,
@@ -417,7 +417,7 @@ impl Search {
         }
         if let NoiseSpec::Learned { floor } = opts.noise {
             lower[layout.nl + 1] = floor.max(1e-12).ln();
-            upper[layout.nl + 1] = opts.max_noise.max(floor * 10.0).ln();
+            upper[layout.nl + 1] = opts.max_noise.max(floor).ln();
         }
         Ok(Self {
             layout,
