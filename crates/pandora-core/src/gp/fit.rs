@@ -619,7 +619,7 @@ pub fn fit(
 }
 
 /// From this many observations on, [`fit`] screens its cold starts on a subset
-/// ([`fit_screened`]).
+/// (`fit_screened`).
 pub const SCREEN_FROM_N: usize = 768;
 
 /// The number of observations the cold starts of a screened fit run on.
