@@ -392,7 +392,7 @@ impl<'a> Stepper<'a> {
             constrained,
             boxed,
             ls: SearchState {
-                st: MtState::at(0.0, 0.0, 0.0, 0.0),
+                st: MtState::start(0.0, 0.0, 0.0, 0.0),
                 stp: 0.0,
                 stpmax_eff: 0.0,
                 best_f: 0.0,
@@ -420,44 +420,22 @@ impl<'a> Stepper<'a> {
         }
     }
 
-    /// The point of the pending request (`None` once done).
-    pub(crate) fn point(&self) -> Option<&[f64]> {
-        match &self.phase {
-            Phase::Start => Some(self.x),
-            Phase::Search => Some(&self.solver.ws.xt),
-            Phase::Done(_) => None,
-        }
-    }
-
-    /// The gradient buffer of the pending request (`None` once done).
-    pub(crate) fn grad_buffer(&mut self) -> Option<&mut [f64]> {
-        match &self.phase {
-            Phase::Start => Some(&mut self.solver.ws.g),
-            Phase::Search => Some(&mut self.solver.ws.gt),
-            Phase::Done(_) => None,
-        }
-    }
-
-    /// The result, once the solve is over.
-    pub(crate) fn result(&self) -> Option<&LbfgsbResult> {
-        match &self.phase {
-            Phase::Done(r) => Some(r),
-            _ => None,
-        }
-    }
-
     /// Hands back the value at the requested point (its gradient already in the lent buffer) and
     /// advances to the next request. A non-finite value or gradient counts as `+∞`. Does
     /// nothing once the solve is over.
     pub(crate) fn answer(&mut self, value: f64) {
-        let grad_ok = |g: &[f64]| g.iter().all(|gi| gi.is_finite());
+        let grad = match self.phase {
+            Phase::Start => &self.solver.ws.g,
+            Phase::Search => &self.solver.ws.gt,
+            Phase::Done(_) => return,
+        };
+        let v = if value.is_finite() && grad.iter().all(|gi| gi.is_finite()) {
+            value
+        } else {
+            f64::INFINITY
+        };
         match self.phase {
             Phase::Start => {
-                let v = if value.is_finite() && grad_ok(&self.solver.ws.g) {
-                    value
-                } else {
-                    f64::INFINITY
-                };
                 self.solver.evals = 1;
                 self.fx = v;
                 if !v.is_finite() {
@@ -476,11 +454,6 @@ impl<'a> Stepper<'a> {
                 self.next_iteration();
             }
             Phase::Search => {
-                let v = if value.is_finite() && grad_ok(&self.solver.ws.gt) {
-                    value
-                } else {
-                    f64::INFINITY
-                };
                 self.solver.evals += 1;
                 self.ls.nls += 1;
                 match self.search_step(v) {
@@ -574,12 +547,7 @@ impl<'a> Stepper<'a> {
             }
             // Moré–Thuente line search from `x` along `dir`.
             self.ls = SearchState {
-                st: MtState {
-                    width: stpmax,
-                    width1: 2.0 * stpmax,
-                    stmax: stp0 + 4.0 * stp0,
-                    ..MtState::at(0.0, self.fx, gd, 0.0)
-                },
+                st: MtState::start(self.fx, gd, stp0, stpmax),
                 stp: stp0,
                 stpmax_eff: stpmax,
                 best_f: self.fx,
@@ -1302,22 +1270,22 @@ struct MtState {
 }
 
 impl MtState {
-    /// The state at the start of a search: both ends of the interval at step `stx` with value
-    /// `fx` and slope `gx`, stage 1, not bracketed, the widths and bounds still to be set.
-    fn at(stx: f64, fx: f64, gx: f64, stmin: f64) -> Self {
+    /// The state at the start of a search from step 0 with value `f0` and slope `g0d`, first
+    /// trial `stp0`, largest step `stpmax`: stage 1, nothing bracketed.
+    fn start(f0: f64, g0d: f64, stp0: f64, stpmax: f64) -> Self {
         Self {
-            stx,
-            fx,
-            gx,
-            sty: stx,
-            fy: fx,
-            gy: gx,
+            stx: 0.0,
+            fx: f0,
+            gx: g0d,
+            sty: 0.0,
+            fy: f0,
+            gy: g0d,
             brackt: false,
             stage1: true,
-            width: 0.0,
-            width1: 0.0,
-            stmin,
-            stmax: 0.0,
+            width: stpmax,
+            width1: 2.0 * stpmax,
+            stmin: 0.0,
+            stmax: stp0 + 4.0 * stp0,
         }
     }
 }

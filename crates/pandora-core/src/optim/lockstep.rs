@@ -30,7 +30,7 @@
 
 use rayon::prelude::*;
 
-use super::lbfgsb::{LbfgsbOptions, LbfgsbWorkspace, Stepper};
+use super::lbfgsb::{LbfgsbOptions, LbfgsbWorkspace, Request, Stepper};
 use super::objective::Objective;
 use crate::error::Result;
 
@@ -78,10 +78,12 @@ pub(crate) fn maximize_lockstep(
         loop {
             xs.clear();
             let mut waiting = 0;
-            for (run, s) in runs.iter().zip(slot.iter_mut()) {
+            for (run, s) in runs.iter_mut().zip(slot.iter_mut()) {
                 *s = None;
-                if let Some(p) = run.as_ref().ok().and_then(|r| r.point()) {
-                    xs.extend_from_slice(p);
+                if let Ok(run) = run
+                    && let Request::Evaluate { point, .. } = run.request()
+                {
+                    xs.extend_from_slice(point);
                     *s = Some(waiting);
                     waiting += 1;
                 }
@@ -99,8 +101,8 @@ pub(crate) fn maximize_lockstep(
                 .zip(slot.par_iter())
                 .for_each(|(run, s)| {
                     if let (Ok(run), Some(j)) = (run, *s) {
-                        if let Some(g) = run.grad_buffer() {
-                            for (gi, v) in g.iter_mut().zip(&grads[j * d..(j + 1) * d]) {
+                        if let Request::Evaluate { grad, .. } = run.request() {
+                            for (gi, v) in grad.iter_mut().zip(&grads[j * d..(j + 1) * d]) {
                                 *gi = -v;
                             }
                         }
@@ -109,12 +111,11 @@ pub(crate) fn maximize_lockstep(
                 });
         }
         runs.into_iter()
-            .map(|run| {
-                let run = run?;
-                let r = run.result().ok_or_else(|| {
-                    crate::error::Error::Numerical("a lockstep run ended without a result".into())
-                })?;
-                Ok((r.f, r.evaluations))
+            .map(|run| match run?.request() {
+                Request::Done(r) => Ok((r.f, r.evaluations)),
+                Request::Evaluate { .. } => Err(crate::error::Error::Numerical(
+                    "a lockstep run ended without a result".into(),
+                )),
             })
             .collect()
     };
