@@ -13,7 +13,7 @@ use pandora_core::stopping::budget::{
 use pandora_core::stopping::heuristics::{Convergence, FixedBudget, Gss};
 use pandora_core::stopping::median::{LogEipcMed, SrGapMed};
 use pandora_core::stopping::pbgi::{
-    PbgiStopping, PointPosterior, log_eipc_exp, stops_by_log_eipc, stops_by_pbgi,
+    PbgiStopping, PointPosterior, Timing, log_eipc_exp, stops_by_log_eipc, stops_by_pbgi,
 };
 use pandora_core::stopping::prb::{Prb, SampleSchedule};
 use pandora_core::stopping::regret::{evaluate_stop, summarize};
@@ -216,6 +216,96 @@ fn pbgi_rule_on_a_model_matches_brute_force_known_and_unknown_cost() {
             assert_eq!(s.threshold, lambda.ln());
         }
     }
+}
+
+/// Before the update (stopping paper App. C.2): the statistic is the brute-force maximum of
+/// LogEIPC on the posterior of `D_{t−1}` with the incumbent of `D_t` over the candidates not in
+/// `D_t`; for the PBGI policy's own choice `x_t = argmax g_{λ,t−1}` the rule fires exactly when
+/// `y_t` beats `g_{λ,t−1}(x_t)` (the notebook's "this-round" rule); NaN and no stop without a
+/// previous posterior.
+#[test]
+fn pbgi_rule_before_the_update_uses_the_previous_posterior() {
+    let x_old = [0.1, 0.35, 0.6, 0.9];
+    let y_old = [0.2, -0.4, 0.5, 0.1];
+    let old = model(&x_old, &y_old, 1, 0.2);
+    let cand = grid(1001);
+    let lambda: f64 = 0.01;
+    // The PBGI policy's choice on D_{t−1}: the candidate with the largest index.
+    let post = old.posterior(&cand, false).unwrap();
+    let (mut j_best, mut g_best) = (0, f64::NEG_INFINITY);
+    for (j, c) in cand.iter().enumerate() {
+        if x_old.iter().any(|o| (o - c).abs() < 1e-12) {
+            continue;
+        }
+        let g = pbgi_index(post.mean[j], post.var[j].sqrt(), lambda.ln()).g;
+        if g > g_best {
+            (j_best, g_best) = (j, g);
+        }
+    }
+    assert!(g_best > 0.5, "the index beats the incumbent: {g_best}");
+    let x_t = cand[j_best];
+    let run = |y_t: f64, timing: Timing, previous: bool| {
+        let mut x = x_old.to_vec();
+        x.push(x_t);
+        let mut y = y_old.to_vec();
+        y.push(y_t);
+        let new = model(&x, &y, 1, 0.2);
+        let mut rule = PbgiStopping::new(lambda, 1, Guard::default(), OptimizerConfig::default())
+            .unwrap()
+            .with_timing(timing);
+        let mut state = RunState::new(1, &x, &y, &[], 4);
+        state.model = Some(&new);
+        state.previous_model = previous.then_some(&old);
+        state.candidates = Some(Candidates {
+            points: &cand,
+            exclusive: true,
+        });
+        let v = rule.max_log_eipc_before_update(&state).unwrap();
+        let dec = rule.check(&state).unwrap();
+        (v, dec, y.iter().copied().fold(f64::NEG_INFINITY, f64::max))
+    };
+    for y_t in [g_best + 1e-6, g_best - 1e-3, 0.3, 1.5] {
+        let (v, dec, best) = run(y_t, Timing::BeforeUpdate, true);
+        // Brute force on the old posterior, D_t's points excluded, D_t's incumbent.
+        let brute = (0..cand.len())
+            .filter(|&j| j != j_best && !x_old.iter().any(|o| (o - cand[j]).abs() < 1e-12))
+            .map(|j| {
+                let p = PointPosterior {
+                    mu: post.mean[j],
+                    sigma: post.var[j].sqrt(),
+                    cost: LogCost {
+                        mean: 0.0,
+                        var: 0.0,
+                    },
+                };
+                log_eipc_exp(&p, best)
+            })
+            .fold(f64::NEG_INFINITY, f64::max);
+        assert!((v - brute).abs() < 1e-12, "y_t = {y_t}: {v} vs {brute}");
+        assert_eq!(dec.is_stop(), brute <= lambda.ln(), "y_t = {y_t}");
+        // This-round form: fires iff the new value beats the index that chose x_t.
+        assert_eq!(dec.is_stop(), y_t >= g_best, "y_t = {y_t}");
+        let s = &dec.report().statistics[0];
+        assert_eq!(s.name, "max_log_eipc_before_update");
+        assert_eq!(s.value, v);
+    }
+    // Without the previous posterior (t = 0): NaN, reported, no stop.
+    let (v, dec, _) = run(1.5, Timing::BeforeUpdate, false);
+    assert!(v.is_nan());
+    assert!(!dec.is_stop());
+    assert!(dec.report().statistics[0].value.is_nan());
+    // After the update the rule reads the other statistic.
+    let (_, after, _) = run(g_best - 1e-3, Timing::AfterUpdate, true);
+    assert_eq!(after.report().statistics[0].name, "max_log_eipc");
+    // A supplied statistic is used as is.
+    let x = [0.1, 0.2];
+    let y = [0.0, 0.1];
+    let mut rule = PbgiStopping::new(lambda, 1, Guard::default(), OptimizerConfig::default())
+        .unwrap()
+        .with_timing(Timing::BeforeUpdate);
+    let mut state = RunState::new(1, &x, &y, &[], 1);
+    state.supplied.max_log_eipc_before_update = Some(lambda.ln() - 1e-9);
+    assert!(rule.check(&state).unwrap().is_stop());
 }
 
 /// The continuous maximization finds (at least) the best grid value.
@@ -543,12 +633,30 @@ fn config_parses_names_and_tables_and_builds() {
         c.rule,
         RuleConfig::Pbgi {
             lambda: Some(1e-5),
-            window: 20
+            window: 20,
+            timing: Timing::AfterUpdate,
         }
     );
     assert_eq!(c.optimizer.raw_samples, Some(512));
     let back: StoppingConfig = serde_json::from_str(&serde_json::to_string(&c).unwrap()).unwrap();
     assert_eq!(back, c);
+    // The default timing is not written (configs serialized before it existed stay the same).
+    assert!(!serde_json::to_string(&c).unwrap().contains("timing"));
+    let c: StoppingConfig =
+        serde_json::from_str(r#"{"rule": "pbgi", "timing": "before-update"}"#).unwrap();
+    assert_eq!(
+        c.rule,
+        RuleConfig::Pbgi {
+            lambda: None,
+            window: 1,
+            timing: Timing::BeforeUpdate,
+        }
+    );
+    let back: StoppingConfig = serde_json::from_str(&serde_json::to_string(&c).unwrap()).unwrap();
+    assert_eq!(back, c);
+    assert!(
+        serde_json::from_str::<StoppingConfig>(r#"{"rule": "pbgi", "timing": "later"}"#).is_err()
+    );
     for name in [
         "pbgi",
         "log-eipc",
@@ -1147,7 +1255,8 @@ fn config_reads_from_toml() {
         s.stopping.rule,
         RuleConfig::Pbgi {
             lambda: Some(1e-5),
-            window: 20
+            window: 20,
+            timing: Timing::AfterUpdate,
         }
     );
     assert_eq!(

@@ -94,6 +94,7 @@ pub fn record(spec: &StatisticsSpec, inp: &RecordInputs<'_>) -> Result<StoppingS
         best: state.incumbent().1,
         cumulative_cost: state.cumulative_cost(),
         max_log_eipc: None,
+        max_log_eipc_before_update: None,
         max_log_eipc_inv: None,
         ucb_lcb: None,
         srgap: None,
@@ -112,6 +113,12 @@ pub fn record(spec: &StatisticsSpec, inp: &RecordInputs<'_>) -> Result<StoppingS
         // −∞ is possible only when every candidate of an exclusive set was evaluated; the
         // experiment's search space is continuous.
         out.max_log_eipc = Some(v);
+    }
+    if spec.log_eipc_before_update && inp.previous.is_some() {
+        let v = PbgiStopping::new(1.0, 1, g, opt)?
+            .max_log_eipc_before_update(&state)
+            .with_context(|| err("max_log_eipc_before_update"))?;
+        out.max_log_eipc_before_update = Some(v);
     }
     if spec.log_eipc_inv {
         out.max_log_eipc_inv = match out.max_log_eipc {
@@ -167,9 +174,15 @@ pub fn record(spec: &StatisticsSpec, inp: &RecordInputs<'_>) -> Result<StoppingS
         out.prb_samples = Some(samples);
         out.seconds_prb = Some(tp.elapsed().as_secs_f64());
     }
-    for v in [out.max_log_eipc, out.max_log_eipc_inv, out.ucb_lcb, out.prb]
-        .into_iter()
-        .flatten()
+    for v in [
+        out.max_log_eipc,
+        out.max_log_eipc_before_update,
+        out.max_log_eipc_inv,
+        out.ucb_lcb,
+        out.prb,
+    ]
+    .into_iter()
+    .flatten()
     {
         if v.is_nan() {
             bail!("{}: NaN", err("computation"));
@@ -268,6 +281,16 @@ pub fn run_data(t: &Trace, reference: f64, spec: &StatisticsSpec) -> Result<RunD
             srgap: spec.srgap.then(|| st.srgap.unwrap_or(f64::NAN)),
             prb: need(spec.prb.is_some(), st.prb, "prb")?,
             max_pbgi_index: None,
+            // Undefined at t = 0 (no previous posterior): NaN never triggers.
+            max_log_eipc_before_update: match (spec.log_eipc_before_update, i) {
+                (false, _) => None,
+                (true, 0) => Some(st.max_log_eipc_before_update.unwrap_or(f64::NAN)),
+                (true, _) => need(
+                    true,
+                    st.max_log_eipc_before_update,
+                    "max_log_eipc_before_update",
+                )?,
+            },
         });
     }
     Ok(RunData {
@@ -360,6 +383,12 @@ pub struct GroupRow {
     pub mean_cost: f64,
     /// Mean gap to the per-run hindsight optimum.
     pub mean_gap: f64,
+    /// Mean of `R_λ` minus the first configured rule's `R_λ` on the same run (paired by seed;
+    /// 0 for the first rule itself): rules are replayed on the same runs, so this difference
+    /// has a much smaller standard error than the difference of the two means.
+    pub mean_r_minus_first: f64,
+    /// Its standard error (over the runs' differences).
+    pub se_r_minus_first: f64,
 }
 
 fn mean_se(v: &[f64]) -> (f64, f64) {
@@ -373,12 +402,29 @@ fn mean_se(v: &[f64]) -> (f64, f64) {
     (m, se)
 }
 
-/// One run's outcome in a group: stop, fired, `R`, regret, cost, gap to hindsight.
-type Item = (usize, bool, f64, f64, f64, f64);
+/// One run's outcome in a group.
+struct Item {
+    /// Stopping index.
+    stop: usize,
+    /// Whether the rule fired.
+    fired: bool,
+    /// `R_λ` at the stop.
+    r: f64,
+    /// Simple regret at the stop.
+    regret: f64,
+    /// BO-phase cost at the stop.
+    cost: f64,
+    /// Gap to the run's hindsight optimum.
+    gap: f64,
+    /// `R_λ` minus the first rule's `R_λ` on the same run.
+    r_minus_first: f64,
+}
 
 fn group_row(key: (&str, &str, &str, f64), items: &[Item]) -> GroupRow {
-    let r: Vec<f64> = items.iter().map(|i| i.2).collect();
+    let r: Vec<f64> = items.iter().map(|i| i.r).collect();
     let (mean_r, se_r) = mean_se(&r);
+    let diff: Vec<f64> = items.iter().map(|i| i.r_minus_first).collect();
+    let (mean_r_minus_first, se_r_minus_first) = mean_se(&diff);
     let n = items.len() as f64;
     let avg = |f: fn(&Item) -> f64| items.iter().map(f).sum::<f64>() / n;
     GroupRow {
@@ -389,11 +435,13 @@ fn group_row(key: (&str, &str, &str, f64), items: &[Item]) -> GroupRow {
         n: items.len(),
         mean_r,
         se_r,
-        mean_stop: avg(|i| i.0 as f64),
-        never_fired: items.iter().filter(|i| !i.1).count(),
-        mean_regret: avg(|i| i.3),
-        mean_cost: avg(|i| i.4),
-        mean_gap: avg(|i| i.5),
+        mean_stop: avg(|i| i.stop as f64),
+        never_fired: items.iter().filter(|i| !i.fired).count(),
+        mean_regret: avg(|i| i.regret),
+        mean_cost: avg(|i| i.cost),
+        mean_gap: avg(|i| i.gap),
+        mean_r_minus_first,
+        se_r_minus_first,
     }
 }
 
@@ -435,19 +483,27 @@ pub fn aggregate(
                 if mine.is_empty() {
                     continue;
                 }
+                // The first rule's R per run, for the paired differences (NaN if missing).
+                let first_rule = &sp.rules[0].label;
+                let first_r: BTreeMap<u64, f64> = mine
+                    .iter()
+                    .filter(|r| &r.rule == first_rule)
+                    .map(|r| (r.seed, r.outcome.cost_adjusted_regret))
+                    .collect();
+                let minus_first =
+                    |seed: u64, r: f64| r - first_r.get(&seed).copied().unwrap_or(f64::NAN);
                 for rule in &sp.rules {
                     let items: Vec<Item> = mine
                         .iter()
                         .filter(|r| r.rule == rule.label)
-                        .map(|r| {
-                            (
-                                r.outcome.index,
-                                r.outcome.fired,
-                                r.outcome.cost_adjusted_regret,
-                                r.outcome.simple_regret,
-                                r.outcome.cumulative_cost,
-                                r.outcome.gap_to_hindsight,
-                            )
+                        .map(|r| Item {
+                            stop: r.outcome.index,
+                            fired: r.outcome.fired,
+                            r: r.outcome.cost_adjusted_regret,
+                            regret: r.outcome.simple_regret,
+                            cost: r.outcome.cumulative_cost,
+                            gap: r.outcome.gap_to_hindsight,
+                            r_minus_first: minus_first(r.seed, r.outcome.cost_adjusted_regret),
                         })
                         .collect();
                     if !items.is_empty() {
@@ -458,7 +514,6 @@ pub fn aggregate(
                     }
                 }
                 // The oracles, from the runs' traces (one per seed).
-                let first_rule = &sp.rules[0].label;
                 let runs: Vec<(&RunRow, &RegretTrace)> = mine
                     .iter()
                     .filter(|r| &r.rule == first_rule)
@@ -475,14 +530,15 @@ pub fn aggregate(
                     .iter()
                     .map(|(r, c)| {
                         let h = r.outcome.hindsight_index;
-                        (
-                            h,
-                            true,
-                            r.outcome.hindsight_regret,
-                            c.simple_regret[h],
-                            c.cumulative_cost[h],
-                            0.0,
-                        )
+                        Item {
+                            stop: h,
+                            fired: true,
+                            r: r.outcome.hindsight_regret,
+                            regret: c.simple_regret[h],
+                            cost: c.cumulative_cost[h],
+                            gap: 0.0,
+                            r_minus_first: minus_first(r.seed, r.outcome.hindsight_regret),
+                        }
                     })
                     .collect();
                 out.push(group_row(
@@ -520,7 +576,15 @@ pub fn aggregate(
                     .iter()
                     .map(|(r, c)| {
                         let (i, rr, reg, cost) = at(c, best_t);
-                        (i, true, rr, reg, cost, rr - r.outcome.hindsight_regret)
+                        Item {
+                            stop: i,
+                            fired: true,
+                            r: rr,
+                            regret: reg,
+                            cost,
+                            gap: rr - r.outcome.hindsight_regret,
+                            r_minus_first: minus_first(r.seed, rr),
+                        }
                     })
                     .collect();
                 out.push(group_row(
@@ -566,12 +630,12 @@ pub fn runs_csv(rows: &[RunRow]) -> String {
 pub fn groups_csv(rows: &[GroupRow]) -> String {
     let mut out = String::from(
         "problem,policy,rule,lambda,n,mean_r,se_r,mean_stop,never_fired,never_fired_fraction,\
-         mean_regret,mean_cost,mean_gap_to_hindsight\n",
+         mean_regret,mean_cost,mean_gap_to_hindsight,mean_r_minus_first,se_r_minus_first\n",
     );
     for r in rows {
         let _ = writeln!(
             out,
-            "{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
             pandora_study::csv::field(&r.problem),
             pandora_study::csv::field(&r.policy),
             pandora_study::csv::field(&r.rule),
@@ -584,7 +648,9 @@ pub fn groups_csv(rows: &[GroupRow]) -> String {
             r.never_fired as f64 / r.n as f64,
             r.mean_regret,
             r.mean_cost,
-            r.mean_gap
+            r.mean_gap,
+            r.mean_r_minus_first,
+            r.se_r_minus_first
         );
     }
     out
@@ -833,6 +899,7 @@ rules = [
   { rule = "fixed-budget", max_iterations = 3 },
   { rule = "pbgi", debounce = 2, label = "pbgi-debounced" },
   { rule = "pbgi", burn_in = 3 },
+  { rule = "pbgi", timing = "before-update", label = "pbgi-before" },
 ]
 "#;
 
@@ -877,6 +944,7 @@ rules = [
         let log_eipc = [0.0, -1.0, -2.0, -3.0, -4.0];
         let ucb = [1.0, 0.5, 0.005, 0.2, 0.001];
         let prb = [0.5, 0.9, 0.96, 0.97, 0.99];
+        let before = [None, Some(-0.5), Some(-1.0), Some(-2.5), Some(-3.5)];
         let stopping = (0..5)
             .map(|t| StoppingStats {
                 iteration: t,
@@ -884,6 +952,7 @@ rules = [
                 best: steps[1 + t].best,
                 cumulative_cost: steps[1 + t].cumulative_cost,
                 max_log_eipc: Some(log_eipc[t]),
+                max_log_eipc_before_update: before[t],
                 max_log_eipc_inv: None,
                 ucb_lcb: Some(ucb[t]),
                 srgap: None,
@@ -934,6 +1003,7 @@ rules = [
         let plan = parse(CONFIG).unwrap().resolve(false).unwrap();
         let sp = plan.stopping.clone().unwrap();
         assert!(sp.statistics.log_eipc && sp.statistics.ucb_lcb && sp.statistics.prb.is_some());
+        assert!(sp.statistics.log_eipc_before_update);
         assert!(!sp.statistics.srgap && !sp.statistics.log_eipc_inv);
         let labels: Vec<&str> = sp.rules.iter().map(|r| r.label.as_str()).collect();
         assert_eq!(
@@ -945,11 +1015,12 @@ rules = [
                 "convergence(window=2)",
                 "fixed-budget(max_iterations=3)",
                 "pbgi-debounced",
-                "pbgi(burn_in=3)"
+                "pbgi(burn_in=3)",
+                "pbgi-before"
             ]
         );
         let rows = replay_run(&sp, &plan.policies[0], &hand_trace("log_ei"), 0.0).unwrap();
-        assert_eq!(rows.len(), 7 * 2);
+        assert_eq!(rows.len(), 8 * 2);
         // Regret of D_t: 2, 1, 1, 0.5, 0.5; cost: 0, 1, 3, 4, 5.
         // λ = 0.1: R = 2, 1.1, 1.3, 0.9, 1.0 (hindsight t = 3, 0.9).
         // λ = 0.5: R = 2, 1.5, 2.5, 2.5, 3.0 (hindsight t = 1, 1.5).
@@ -995,6 +1066,10 @@ rules = [
         expect("pbgi-debounced", 0.1, 4, true, 1.0, 0.1);
         // Burn-in 3 at λ = 0.5: first allowed check t = 3.
         expect("pbgi(burn_in=3)", 0.5, 3, true, 2.5, 1.0);
+        // Before the update: none at t = 0 (no previous posterior), then −0.5, −1, −2.5, −3.5:
+        // first ≤ log 0.1 at t = 3, first ≤ log 0.5 at t = 2 (one later than after the update).
+        expect("pbgi-before", 0.1, 3, true, 0.9, 0.0);
+        expect("pbgi-before", 0.5, 2, true, 2.5, 1.0);
         let h = find(&rows, "pbgi", 0.1);
         assert_eq!(
             (h.outcome.hindsight_index, h.outcome.hindsight_regret),
@@ -1003,7 +1078,7 @@ rules = [
 
         // The PBGI(0.1) policy is evaluated at its own λ only.
         let rows = replay_run(&sp, &plan.policies[1], &hand_trace("pbgi(0.1)"), 0.0).unwrap();
-        assert_eq!(rows.len(), 7);
+        assert_eq!(rows.len(), 8);
         assert!(rows.iter().all(|r| r.lambda == 0.1));
     }
 
@@ -1030,7 +1105,7 @@ rules = [
             .find(|c| c.policy == "log_ei" && c.lambda == 0.5)
             .unwrap();
         assert_eq!(c.mean_r, vec![2.5, 2.0, 3.0, 3.0, 3.5]);
-        assert_eq!(rows.len(), 2 * 7 * 2);
+        assert_eq!(rows.len(), 2 * 8 * 2);
         let g = |rule: &str, lambda: f64| {
             groups
                 .iter()
@@ -1043,6 +1118,15 @@ rules = [
         assert_eq!((u.n, u.never_fired, u.mean_stop), (2, 0, 2.0));
         assert!((u.mean_r - 1.8).abs() < 1e-12 && (u.se_r - 0.5).abs() < 1e-12);
         assert!((u.mean_cost - 3.0).abs() < 1e-12 && (u.mean_regret - 1.5).abs() < 1e-12);
+        // Paired with the first rule (pbgi: R = 0.9 and 1.9): 0.4 in both runs, so the paired
+        // s.e. is 0 where the unpaired one is 0.5.
+        assert!((u.mean_r_minus_first - 0.4).abs() < 1e-12 && u.se_r_minus_first < 1e-12);
+        let p = g("pbgi", 0.1);
+        assert_eq!((p.mean_r_minus_first, p.se_r_minus_first), (0.0, 0.0));
+        // Before the update at λ = 0.5 stops at t = 2 (R = 2.5, 3.5) where pbgi stops at t = 1
+        // (1.5, 2.5).
+        let b = g("pbgi-before", 0.5);
+        assert!((b.mean_r_minus_first - 1.0).abs() < 1e-12 && b.se_r_minus_first < 1e-12);
         assert_eq!(g("convergence(window=2)", 0.1).never_fired, 2);
         // Hindsight at λ = 0.1: t = 3 in both runs, R = 0.9 and 1.9.
         let h = g("hindsight", 0.1);
@@ -1099,7 +1183,7 @@ rules = [
         assert_eq!(ucb.x, vec![2.0]);
         assert!((ucb.y[0] - 1.8).abs() < 1e-12);
         assert!(series.iter().any(|s| s.name == "hindsight"));
-        assert_eq!(series.len(), 1 + 7 + 1);
+        assert_eq!(series.len(), 1 + 8 + 1);
     }
 
     #[test]

@@ -132,6 +132,11 @@ pub struct StoppingStats {
     /// v/2)` for unknown costs; cost as the problem's cost setting, whatever the policy).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_log_eipc: Option<f64>,
+    /// The same maximum on the posterior of `D_{t−1}` (before the update with the latest
+    /// evaluation) with the incumbent of `D_t`, over the points not in `D_t` (the PBGI rule with
+    /// `timing = "before-update"`; `null` at `t = 0`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_log_eipc_before_update: Option<f64>,
     /// `max_x [LogEI(x; y*) + log E[1/c(x)]]` (LogEIPC-med's statistic; equals `max_log_eipc`
     /// unless costs are unknown).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -405,6 +410,7 @@ mod tests {
             best: -0.3,
             cumulative_cost: 0.0,
             max_log_eipc: Some(-1.0),
+            max_log_eipc_before_update: None,
             max_log_eipc_inv: None,
             ucb_lcb: None,
             srgap: None,

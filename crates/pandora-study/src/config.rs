@@ -744,6 +744,21 @@ impl TryFrom<serde_json::Value> for StudyStopping {
                         ));
                     }
                 };
+                match m.get("timing").and_then(|t| t.as_str()) {
+                    None => {}
+                    // The default, which a serialized rule leaves out.
+                    Some("after-update") => {
+                        m.remove("timing");
+                    }
+                    Some(_) => {
+                        return Err(format!(
+                            "policy.stopping.timing: a study checks its rule after the posterior \
+                             update (\"after-update\"); \"before-update\" is for offline \
+                             comparison in `pandora experiment`, got {}",
+                            m["timing"]
+                        ));
+                    }
+                }
                 let given = serde_json::Value::Object(m);
                 let rule: StoppingConfig = serde_json::from_value(given.clone())
                     .map_err(|e| format!("policy.stopping: {e}"))?;

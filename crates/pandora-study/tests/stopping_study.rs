@@ -361,8 +361,17 @@ fn configuration_errors_are_clear() {
     assert!(e.contains("start_pbgi_d"), "{e}");
     let e = err("stopping = \"ucb-lcb\"", "");
     assert!(e.contains("only the pbgi"), "{e}");
+    let e = err(
+        "stopping = { rule = \"pbgi\", lambda = 1e-3, timing = \"before-update\" }",
+        "",
+    );
+    assert!(
+        e.contains("policy.stopping.timing") && e.contains("before-update"),
+        "{e}"
+    );
     // Valid forms, and a round trip through the stored JSON.
     for ok in [
+        "stopping = { rule = \"pbgi\", lambda = 1e-3, timing = \"after-update\" }",
         "stopping = { rule = \"log-eipc\", lambda = 1e-5, window = 3, burn_in = 2 }",
         "stopping = { rule = \"pbgi\", lambda = \"auto\", u_samples = 8 }",
     ] {

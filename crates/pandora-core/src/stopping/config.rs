@@ -15,7 +15,7 @@
 //!
 //! | rule | parameters (defaults) |
 //! |---|---|
-//! | `pbgi` (alias `log-eipc`) | `lambda` (the caller's λ), `window = 1` |
+//! | `pbgi` (alias `log-eipc`) | `lambda` (the caller's λ), `window = 1`, `timing = "after-update"` (or `"before-update"`) |
 //! | `ucb-lcb` | `threshold = 0.01`, `window = 1` |
 //! | `log-eipc-med` | `eta = 0.01`, `initial = 20` |
 //! | `srgap-med` | `chi = 0.01`, `initial = 20` |
@@ -28,7 +28,7 @@
 use super::heuristics::{Convergence, FixedBudget, Gss, Never};
 use super::median::{LogEipcMed, SrGapMed};
 use super::optimizer::OptimizerConfig;
-use super::pbgi::PbgiStopping;
+use super::pbgi::{PbgiStopping, Timing};
 use super::prb::{Prb, SampleSchedule};
 use super::ucb_lcb::UcbLcb;
 use super::{Guard, StoppingRule};
@@ -67,6 +67,9 @@ pub enum RuleConfig {
         /// Moving-average window (1 = none).
         #[serde(default = "one")]
         window: usize,
+        /// Indices after (default) or before the posterior update.
+        #[serde(default, skip_serializing_if = "Timing::is_after_update")]
+        timing: Timing,
     },
     /// UCB-LCB.
     UcbLcb {
@@ -148,6 +151,7 @@ impl RuleConfig {
             "pbgi" | "log-eipc" => RuleConfig::Pbgi {
                 lambda: None,
                 window: 1,
+                timing: Timing::AfterUpdate,
             },
             "ucb-lcb" => RuleConfig::UcbLcb {
                 threshold: 0.01,
@@ -247,6 +251,7 @@ impl Default for StoppingConfig {
             rule: RuleConfig::Pbgi {
                 lambda: None,
                 window: 1,
+                timing: Timing::AfterUpdate,
             },
             guard: Guard::default(),
             optimizer: OptimizerConfig::default(),
@@ -272,14 +277,18 @@ impl StoppingConfig {
         }
         let o = self.optimizer;
         Ok(match &self.rule {
-            RuleConfig::Pbgi { lambda: l, window } => {
+            RuleConfig::Pbgi {
+                lambda: l,
+                window,
+                timing,
+            } => {
                 let lam = l.or(lambda).ok_or_else(|| {
                     Error::invalid(
                         "stopping lambda",
                         "the pbgi rule needs a cost scale lambda (set it or give the study's)",
                     )
                 })?;
-                Box::new(PbgiStopping::new(lam, *window, g, o)?)
+                Box::new(PbgiStopping::new(lam, *window, g, o)?.with_timing(*timing))
             }
             RuleConfig::UcbLcb { threshold, window } => {
                 Box::new(UcbLcb::new(*threshold, *window, g, o)?)

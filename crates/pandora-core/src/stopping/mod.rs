@@ -244,6 +244,10 @@ pub struct SuppliedStatistics {
     pub max_log_eipc_inv: Option<f64>,
     /// `max_x g_λ(x)`, the largest PBGI index at the rule's λ.
     pub max_pbgi_index: Option<f64>,
+    /// The before-update statistic `max_{x ∉ D_t} LogEIPC(x; y*_t)` on the posterior of
+    /// `D_{t−1}` (exp convention; NaN at `t = 0`), see [`pbgi`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_log_eipc_before_update: Option<f64>,
     /// The UCB-LCB regret bound `max_x UCB − max_{observed} LCB`.
     pub ucb_lcb: Option<f64>,
     /// The SRGap statistic.

@@ -29,6 +29,26 @@
 //!   stop before `w` values exist (the paper's 8-D experiments use `w = 20`). With `w > 1` the
 //!   PBGI form no longer applies.
 //! - burn-in and debounce: see [`Guard`].
+//! - `timing` ([`Timing`], default after the update): which posterior the indices come from.
+//!
+//! # Before or after the posterior update
+//!
+//! The paper's rule (its eq. (6) with `α_t`, "after update", §3 and App. C.2) compares the
+//! incumbent `y*_t` of `D_t` with the indices on the posterior of `D_t`, so it asks whether the
+//! *next* evaluation is worth its cost. The alternative it argues against ("before update", the
+//! form of Gergatsouli and Tzamos's correlated Pandora's Box guarantee) uses the indices `α_{t−1}`
+//! of the posterior on `D_{t−1}` — the ones that chose `x_t` — with the same incumbent `y*_t`:
+//!
+//! ```text
+//! max_{x ∉ {x_1, …, x_t}} LogEIPC_{t−1}(x; y*_t) ≤ log λ   ⇔   max_{x ∉ {x_1, …, x_t}} g_{λ,t−1}(x) ≤ y*_t
+//! ```
+//!
+//! It fires when the latest evaluation beat every index of the round that chose it (for the PBGI
+//! policy at the rule's λ, `x_t` maximizes `g_{λ,t−1}`, so this is the reference notebook's
+//! "this-round" rule `y_t ≥ g_{λ,t−1}(x_t)`). It needs [`RunState::previous_model`]; without one
+//! (`t = 0`) the statistic is NaN and the rule does not fire. Costs are the run's cost information
+//! (for unknown costs, the cost model of `D_t`). Studies stop after the update only; the
+//! before-update form is for offline comparison (`pandora experiment`'s `[stopping]` rules).
 //!
 //! Candidate sets marked exclusive exclude evaluated points; the continuous maximization cannot
 //! exclude them, but at an evaluated point `σ` is at the noise level and its EI is negligible.
@@ -42,6 +62,25 @@ use super::{
 use crate::acquisition::{CostConvention, LogCost, LogExpectedImprovementPerCost, pbgi_index};
 use crate::error::Result;
 use crate::math::{log_h, log1pexp};
+use serde::{Deserialize, Serialize};
+
+/// Which posterior the PBGI rule's indices come from (see the [module documentation](self)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Timing {
+    /// The posterior of `D_t`, after the update with the latest evaluation (the paper's rule).
+    #[default]
+    AfterUpdate,
+    /// The posterior of `D_{t−1}`, before that update, with the incumbent of `D_t`.
+    BeforeUpdate,
+}
+
+impl Timing {
+    /// Whether this is the default ([`Timing::AfterUpdate`]); for `skip_serializing_if`.
+    pub fn is_after_update(&self) -> bool {
+        *self == Timing::AfterUpdate
+    }
+}
 
 /// Posterior of the objective and of the log cost at one point.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -86,6 +125,7 @@ pub fn stops_by_pbgi(points: &[PointPosterior], best: f64, lambda: f64) -> bool 
 pub struct PbgiStopping {
     lambda: f64,
     window: usize,
+    timing: Timing,
     guard: Guard,
     optimizer: OptimizerConfig,
     history: Vec<f64>,
@@ -104,6 +144,7 @@ impl PbgiStopping {
         Ok(Self {
             lambda,
             window: window.max(1),
+            timing: Timing::AfterUpdate,
             guard,
             optimizer,
             history: Vec::new(),
@@ -114,6 +155,32 @@ impl PbgiStopping {
     /// The cost scale λ.
     pub fn lambda(&self) -> f64 {
         self.lambda
+    }
+
+    /// The rule with its indices taken before or after the posterior update.
+    pub fn with_timing(mut self, timing: Timing) -> Self {
+        self.timing = timing;
+        self
+    }
+
+    /// Which posterior the indices come from.
+    pub fn timing(&self) -> Timing {
+        self.timing
+    }
+
+    /// The before-update statistic `max_{x ∉ {x_1, …, x_t}} LogEIPC(x; y*_t)` (exp convention) on
+    /// [`RunState::previous_model`] (the posterior of `D_{t−1}`) with the incumbent of `D_t`; NaN
+    /// without a previous model. Maximized like [`Self::max_log_eipc`].
+    pub fn max_log_eipc_before_update(&self, state: &RunState<'_>) -> Result<f64> {
+        let Some(old) = state.previous_model else {
+            return Ok(f64::NAN);
+        };
+        let acq = LogExpectedImprovementPerCost {
+            best_f: state.incumbent().1,
+            alpha: 1.0,
+            convention: CostConvention::Expected,
+        };
+        Ok(maximize_pointwise(state, old, acq, &self.optimizer, state.seed, true)?.0)
     }
 
     /// `max_x LogEIPC(x; y*)` (exp convention) on the posterior of `state`, maximized by the
@@ -160,46 +227,57 @@ impl StoppingRule for PbgiStopping {
         let best = state.incumbent().1;
         let ll = self.lambda.ln();
         let t = state.iteration();
-        // Known costs: both conventions coincide, so either supplied value will do.
-        let supplied = state
-            .supplied
-            .max_log_eipc_exp
-            .or(if state.cost_info.is_unknown() {
-                None
-            } else {
-                state.supplied.max_log_eipc_inv
-            });
-        if self.window == 1
-            && supplied.is_none()
-            && let Some(g) = state.supplied.max_pbgi_index
-        {
-            // PBGI form with a supplied maximal index (at this λ).
-            let stats = vec![Statistic::new(
-                "max_pbgi_index",
-                g,
-                best,
-                Comparison::AtMost,
-            )];
-            return Ok(decide(
-                self.name(),
-                &self.guard,
-                &mut self.state,
-                t,
-                stats,
-                g <= best,
-            ));
-        }
-        let value = match supplied {
-            Some(v) => v,
-            None => self.max_log_eipc(state)?.0,
+        let (name, value) = match self.timing {
+            Timing::AfterUpdate => {
+                // Known costs: both conventions coincide, so either supplied value will do.
+                let supplied =
+                    state
+                        .supplied
+                        .max_log_eipc_exp
+                        .or(if state.cost_info.is_unknown() {
+                            None
+                        } else {
+                            state.supplied.max_log_eipc_inv
+                        });
+                if self.window == 1
+                    && supplied.is_none()
+                    && let Some(g) = state.supplied.max_pbgi_index
+                {
+                    // PBGI form with a supplied maximal index (at this λ).
+                    let stats = vec![Statistic::new(
+                        "max_pbgi_index",
+                        g,
+                        best,
+                        Comparison::AtMost,
+                    )];
+                    return Ok(decide(
+                        self.name(),
+                        &self.guard,
+                        &mut self.state,
+                        t,
+                        stats,
+                        g <= best,
+                    ));
+                }
+                let value = match supplied {
+                    Some(v) => v,
+                    None => self.max_log_eipc(state)?.0,
+                };
+                ("max_log_eipc", value)
+            }
+            Timing::BeforeUpdate => {
+                let value = match state.supplied.max_log_eipc_before_update {
+                    Some(v) => v,
+                    None => self.max_log_eipc_before_update(state)?,
+                };
+                ("max_log_eipc_before_update", value)
+            }
         };
-        self.history.push(value);
-        let mut stats = vec![Statistic::new(
-            "max_log_eipc",
-            value,
-            ll,
-            Comparison::AtMost,
-        )];
+        // NaN (before the update at t = 0) is reported, never averaged, and never fires.
+        if !value.is_nan() {
+            self.history.push(value);
+        }
+        let mut stats = vec![Statistic::new(name, value, ll, Comparison::AtMost)];
         let triggered = if self.window > 1 {
             let full = self.history.len() >= self.window;
             let tail = &self.history[self.history.len().saturating_sub(self.window)..];

@@ -7,6 +7,7 @@
 //! [`super`] read it.
 
 use anyhow::{Context, Result, bail};
+use pandora_core::stopping::pbgi::Timing;
 use pandora_core::stopping::prb::SampleSchedule;
 use pandora_core::stopping::{OptimizerConfig, RuleConfig, StoppingConfig};
 use serde::{Deserialize, Serialize};
@@ -109,6 +110,11 @@ impl PrbSpec {
 pub struct StatisticsSpec {
     /// `max LogEIPC` (PBGI rule).
     pub log_eipc: bool,
+    /// `max LogEIPC` on the posterior of `D_{t−1}` with the incumbent of `D_t` (the PBGI rule
+    /// with `timing = "before-update"`). Not written when false, so the settings of runs
+    /// recorded before it existed are unchanged.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub log_eipc_before_update: bool,
     /// `max LogEIPC-inv` (LogEIPC-med).
     pub log_eipc_inv: bool,
     /// UCB-LCB.
@@ -267,6 +273,7 @@ impl StoppingSection {
         let mut prb: Option<PrbSpec> = None;
         let mut spec = StatisticsSpec {
             log_eipc: false,
+            log_eipc_before_update: false,
             log_eipc_inv: false,
             ucb_lcb: false,
             srgap: false,
@@ -280,7 +287,10 @@ impl StoppingSection {
         };
         for r in &rules {
             match &r.config.rule {
-                RuleConfig::Pbgi { .. } => spec.log_eipc = true,
+                RuleConfig::Pbgi { timing, .. } => match timing {
+                    Timing::AfterUpdate => spec.log_eipc = true,
+                    Timing::BeforeUpdate => spec.log_eipc_before_update = true,
+                },
                 RuleConfig::LogEipcMed { .. } => spec.log_eipc_inv = true,
                 RuleConfig::UcbLcb { .. } => spec.ucb_lcb = true,
                 RuleConfig::SrgapMed { .. } => spec.srgap = true,
