@@ -97,6 +97,14 @@ enum Computation {
         cells: Vec<String>,
         column: String,
     },
+    /// The number of `rows` whose `mean_column` exceeds `factor` times its `se_column` (a
+    /// paired difference larger than its own 2 s.e. with `factor = 2` on a 1-s.e. column).
+    SeparatedCount {
+        rows: Vec<String>,
+        mean_column: String,
+        se_column: String,
+        factor: f64,
+    },
 }
 
 fn default_mean() -> String {
@@ -281,6 +289,21 @@ fn compute(c: &Computation, t: &Table) -> Result<Vec<f64>, String> {
             cells,
             column,
         } => lowest_count(t, target, others, cells, column).map(|n| vec![n as f64]),
+        Computation::SeparatedCount {
+            rows,
+            mean_column,
+            se_column,
+            factor,
+        } => {
+            if rows.is_empty() {
+                return Err("rows is empty".into());
+            }
+            let mut n = 0;
+            for r in rows {
+                n += usize::from(t.value(r, mean_column)? > factor * t.value(r, se_column)?);
+            }
+            Ok(vec![n as f64])
+        }
     }
 }
 
