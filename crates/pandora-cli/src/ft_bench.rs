@@ -13,7 +13,7 @@ pub struct Args {
     /// Output directory (default: the configuration's `out`).
     #[arg(long)]
     out: Option<PathBuf>,
-    /// Use the sizes of the configuration's [smoke] section.
+    /// Use the sizes of the configuration's `[smoke]` section.
     #[arg(long)]
     smoke: bool,
 }

@@ -22,7 +22,7 @@ pub struct GridArgs {
     /// Runs in parallel (default: the number of CPUs).
     #[arg(long)]
     jobs: Option<usize>,
-    /// Use the sizes of the configuration's [smoke] section.
+    /// Use the sizes of the configuration's `[smoke]` section.
     #[arg(long)]
     smoke: bool,
     /// Do not print the summary table.

@@ -21,7 +21,7 @@ pub fn read(path: Option<&str>, what: &str) -> Result<String> {
 }
 
 /// Parses JSON into `T`; a type error is reported as `field.path: reason`, in user words
-/// ([`plain`]).
+/// ([`plain_words`]).
 pub fn parse<T: DeserializeOwned>(text: &str) -> Result<T> {
     let de = &mut serde_json::Deserializer::from_str(text);
     serde_path_to_error::deserialize(de).map_err(|e| {

@@ -55,7 +55,7 @@ use std::path::{Path, PathBuf};
 pub struct PlanArgs {
     /// Configuration (TOML).
     pub config: String,
-    /// Use the sizes of the configuration's [smoke] section.
+    /// Use the sizes of the configuration's `[smoke]` section.
     #[cfg_attr(feature = "clap", arg(long))]
     pub smoke: bool,
     /// Output directory of the grid (default as when running it): its outputs calibrate the

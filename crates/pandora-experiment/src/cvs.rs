@@ -1,7 +1,7 @@
 //! `pandora cvs`: experiments with cost-varying variable subsets (BOCVS, Tay et al. 2023).
 //!
 //! A grid of objectives × cost levels × variances × policies × seeds, run in parallel with
-//! rayon. Every run is one call of [`pandora_core::cvs::run`] and is stored as one JSON file under
+//! rayon. Every run is one call of [`pandora_core::cvs::run`](fn@pandora_core::cvs::run) and is stored as one JSON file under
 //! `OUT/runs/`, written atomically when the run ends, so an interrupted experiment resumes by
 //! skipping the runs whose file exists. The summary (`OUT/summary.csv` and a printed table) gives,
 //! per setting and policy, the simple regret at the end of the budget and at fixed fractions of it
@@ -692,7 +692,7 @@ fn regret_at(rec: &RunRecord, cost: f64) -> f64 {
 const FRACTIONS: [f64; 4] = [0.25, 0.5, 0.75, 1.0];
 
 /// Reads every run of `dir`, writes `dir/summary.csv` and the figures (`dir/figures/`, see
-/// [`write_figures`]; their number is told to `reporter`) and returns the printed table.
+/// `write_figures`; their number is told to `reporter`) and returns the printed table.
 pub fn summarize(dir: &Path, reporter: &dyn Reporter) -> Result<String> {
     let runs_dir = dir.join("runs");
     let mut records = Vec::new();

@@ -67,7 +67,7 @@ pub struct RunWork {
     pub bo_steps: usize,
     /// Model work (units; the `m_q · s · (…)` part summed over the BO steps).
     pub model: f64,
-    /// Total work (units), model work plus [`STEP_UNITS`] per evaluation.
+    /// Total work (units), model work plus `STEP_UNITS` per evaluation.
     pub total: f64,
 }
 
@@ -182,7 +182,7 @@ pub enum Clock {
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct Rate {
     /// Seconds per unit of model work (proposal time of model steps, stopping statistics
-    /// included, over their [`step_units`] · factor).
+    /// included, over their `step_units` · factor).
     pub per_unit: f64,
     /// Mean seconds per evaluation of the objective and cost.
     pub per_evaluation: f64,

@@ -11,7 +11,7 @@
 //! Each imports only those listed before it (no circles):
 //! - [`plot`]: figures as data, rendered to PNG and SVG with plotters;
 //! - [`reporter`]: where the harness tells a person what it does (progress, notes);
-//! - [`format`]: CSV cells and numbers as text;
+//! - [`format`](mod@format): CSV cells and numbers as text;
 //! - [`cpu_clock`]: the CPU time of a thread and of the process;
 //! - [`lock`]: one writer per run's output;
 //! - [`shard`]: cost-balanced shares of a grid, from `--shard` or a Slurm array;

@@ -69,7 +69,7 @@ fn handler(r: Route) -> Option<MethodRouter<App>> {
 }
 
 /// The router of [`ROUTES`] and the dashboard's files ([`dashboard::ASSETS`]), with the guard
-/// ([`guard`]) and the body size limit.
+/// (`guard`) and the body size limit.
 pub fn router(app: App) -> axum::Router {
     let mut paths: Vec<&str> = ROUTES.iter().map(|r| r.path).collect();
     paths.sort_unstable();

@@ -20,7 +20,7 @@
 //!   [`KILL_GRACE`] to exit, then the group gets `SIGKILL`. The trial fails with "timed out after
 //!   T s".
 //! * **The worker's shutdown stops it like a timeout.** Given the worker's
-//!   [`Shutdown`](crate::shutdown::Shutdown) (`pandora run` on `SIGTERM`/`SIGINT`), the runner
+//!   [`Shutdown`] (`pandora run` on `SIGTERM`/`SIGINT`), the runner
 //!   checks it at least every [`TICK`]; once its grace period has ended, the group gets `SIGTERM`
 //!   and, [`KILL_GRACE`] later, `SIGKILL` (at once after a second signal), and the evaluation
 //!   fails with [`CommandError::Stopped`].

@@ -6,7 +6,7 @@
 //!
 //! Nothing is kept as mutable state: every `ask` fits the GP to the realized points of the
 //! complete trials, rebuilds the policy by replaying the stored decisions in order
-//! ([`CvsPolicy::replay`]: UCB-CVS's ε-schedule position, ETC's play counters, Gittins-D's λ) and
+//! (`replay`: UCB-CVS's ε-schedule position, ETC's play counters, Gittins-D's λ) and
 //! decides. Running trials are conditioned on at their posterior mean with their random parameters
 //! at the distributions' means, and their control sets' costs are committed against the budget.
 

@@ -10,7 +10,7 @@
 //! repeats: `ask` (under the storage's lock: no two workers receive the same trial), evaluate
 //! the trial while a heartbeat thread keeps the trial's heartbeat fresh over a third
 //! connection, then `tell` the outcome at once (for a trial with steps: each reported step in
-//! order, then its pause, failure or completion, [`steps`]). A worker ends when the study is finished (budget, trials,
+//! order, then its pause, failure or completion, `steps`). A worker ends when the study is finished (budget, trials,
 //! stopping rule: the reason is returned), when another worker failed, when a signal came, or
 //! when the objective ends the loop ([`Objective::ended`]: a Python exception).
 //!

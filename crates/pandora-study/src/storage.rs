@@ -59,7 +59,7 @@ pub trait Storage: Send {
     /// last step (`max_steps`) completes it with that value as its objective. Step costs add up
     /// in the trial's cost. A step of a trial that is not running (paused because its worker was
     /// presumed gone, or done) is an error that changes nothing, so no step is ever recorded
-    /// twice. See [`apply_step`] for the rules, shared by every backend.
+    /// twice. See `apply_step` for the rules, shared by every backend.
     fn tell_step(&mut self, study: &str, number: u64, step: &StepOutcome) -> Result<Trial>;
 
     /// [`Storage::tell_outcome`], without saying whether the outcome was late.

@@ -391,7 +391,7 @@ impl Study {
     /// as under the lock; at most [`crate::claim::OPTIMISTIC_ATTEMPTS`] snapshots, then under the
     /// lock). Other studies (and every study by default, `decide = "locked"`) decide under the
     /// lock ([`Study::ask_locked`]): a `[cvs]` study's in
-    /// [`crate::cvs::decide`], a `[fidelity]` study's in [`crate::fidelity::decide`]. Where the
+    /// `crate::cvs::decide`, a `[fidelity]` study's in [`crate::fidelity::decide`]. Where the
     /// time went is in [`Study::last_ask`].
     pub fn ask(&mut self, worker: &str) -> Result<Ask> {
         let start = Instant::now();

@@ -11,7 +11,7 @@
 //! ## Algorithm
 //!
 //! [`from_stored_json`] reads the current form; if that fails, the stored form of the earlier
-//! releases ([`LegacyStudyConfig`]), keeping of its policy only the keys that applied to its
+//! releases (`LegacyStudyConfig`), keeping of its policy only the keys that applied to its
 //! acquisition — the ones the earlier releases used: `lambda` for `pbgi`, `lambda0`/`decay` for
 //! `pbgi_d`, `beta` for `ucb`/`lcb`, `tree`/`refill`/`warm_start` for `b_ms_ei`/`ms_ei`. The
 //! others were ignored by those releases, so the study decides exactly as before.

@@ -4,7 +4,7 @@
 //! when they set exactly those), the distributions of the parameters left to chance, and the
 //! policy. [`CvsSection::problem`] turns it, with the study's search space, into the unit-cube
 //! [`CvsProblem`] of `pandora_core::cvs`. It reads only the search space, so the study's
-//! configuration can hold it without the CVS decision step ([`super::decide`]) coming along.
+//! configuration can hold it without the CVS decision step (`super::decide`) coming along.
 
 use crate::error::{Error, Result};
 use crate::space::{Param, SearchSpace};
