@@ -97,6 +97,10 @@ enum Computation {
         cells: Vec<String>,
         column: String,
     },
+    /// The number of pairs within each group of rows whose means differ by more than the pair's
+    /// 2 s.e. (`|mean(a) − mean(b)| > sqrt(se2(a)² + se2(b)²)`, the rule of `separation`),
+    /// summed over the groups (one group per problem: pairs never cross problems).
+    SeparatedPairs { groups: Vec<Vec<String>> },
     /// The number of `rows` whose `mean_column` exceeds `factor` times its `se_column` (a
     /// paired difference larger than its own 2 s.e. with `factor = 2` on a 1-s.e. column).
     SeparatedCount {
@@ -289,6 +293,22 @@ fn compute(c: &Computation, t: &Table) -> Result<Vec<f64>, String> {
             cells,
             column,
         } => lowest_count(t, target, others, cells, column).map(|n| vec![n as f64]),
+        Computation::SeparatedPairs { groups } => {
+            if groups.is_empty() || groups.iter().any(|g| g.len() < 2) {
+                return Err("separated_pairs needs groups of at least two rows".into());
+            }
+            let mut n = 0;
+            for rows in groups {
+                for (i, a) in rows.iter().enumerate() {
+                    for b in &rows[i + 1..] {
+                        let d = t.value(a, "mean")? - t.value(b, "mean")?;
+                        let e = t.value(a, "se2")?.hypot(t.value(b, "se2")?);
+                        n += usize::from(d.abs() > e);
+                    }
+                }
+            }
+            Ok(vec![n as f64])
+        }
         Computation::SeparatedCount {
             rows,
             mean_column,
