@@ -265,8 +265,7 @@ fn compute(c: &Computation, t: &Table) -> Result<Vec<f64>, String> {
             mean_column,
             se2_column,
         } => {
-            let d = t.value(a, mean_column)? - t.value(b, mean_column)?;
-            let e = t.value(a, se2_column)?.hypot(t.value(b, se2_column)?);
+            let (d, e) = separation(t, a, b, mean_column, se2_column)?;
             Ok(vec![d, e])
         }
         Computation::Spread { refs } => {
@@ -301,8 +300,7 @@ fn compute(c: &Computation, t: &Table) -> Result<Vec<f64>, String> {
             for rows in groups {
                 for (i, a) in rows.iter().enumerate() {
                     for b in &rows[i + 1..] {
-                        let d = t.value(a, "mean")? - t.value(b, "mean")?;
-                        let e = t.value(a, "se2")?.hypot(t.value(b, "se2")?);
+                        let (d, e) = separation(t, a, b, "mean", "se2")?;
                         n += usize::from(d.abs() > e);
                     }
                 }
@@ -325,6 +323,19 @@ fn compute(c: &Computation, t: &Table) -> Result<Vec<f64>, String> {
             Ok(vec![n as f64])
         }
     }
+}
+
+/// `mean(a) − mean(b)` and its 2 s.e. `sqrt(se2(a)² + se2(b)²)` for the rows `a` and `b`.
+fn separation(
+    t: &Table,
+    a: &str,
+    b: &str,
+    mean_column: &str,
+    se2_column: &str,
+) -> Result<(f64, f64), String> {
+    let d = t.value(a, mean_column)? - t.value(b, mean_column)?;
+    let e = t.value(a, se2_column)?.hypot(t.value(b, se2_column)?);
+    Ok((d, e))
 }
 
 /// The number of cells in which the `target` rule's value is below every other rule's.
