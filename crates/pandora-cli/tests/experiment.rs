@@ -555,6 +555,16 @@ fn stopping_config_records_statistics_and_replays_consistently() {
                     assert_eq!(l["prb_samples"], expected_samples);
                     let p = l["prb"].as_f64().unwrap();
                     assert!((0.0..=1.0).contains(&p));
+                    // Every recorded statistic is timed (on the wall clock: with --jobs 2 the
+                    // runs share a pool, where the thread clock would miss work); the posterior
+                    // of D_{t−1} is rebuilt from t = 1.
+                    let secs = &l["statistic_seconds"];
+                    assert_eq!(secs["clock"], "wall", "{name}");
+                    for key in ["log_eipc", "log_eipc_inv", "ucb_lcb", "srgap", "prb"] {
+                        assert!(secs[key].as_f64().unwrap() >= 0.0, "{name} {key}");
+                    }
+                    assert!(secs["log_eipc_before_update"].is_null());
+                    assert_eq!(secs["previous_posterior"].is_null(), t_expected == 0);
                     s.0.push(st["regret"].as_f64().unwrap());
                     s.1.push(st["cumulative_cost"].as_f64().unwrap());
                     s.2.push(l["max_log_eipc"].as_f64().unwrap());
@@ -696,6 +706,23 @@ fn stopping_config_records_statistics_and_replays_consistently() {
         }
     }
 
+    // The statistics' runtime: one row per problem × policy × timed statistic, and a figure.
+    let (rhead, rrows) = csv_rows(&out.join("summary/stopping_runtime.csv"));
+    let rcol = |name: &str| rhead.iter().position(|h| h == name).unwrap();
+    assert_eq!(rrows.len(), 3 * 6 * 6);
+    for r in &rrows {
+        assert_eq!(r[rcol("clock")], "wall");
+        assert_eq!(r[rcol("runs")], "2");
+        let expected = if r[rcol("statistic")] == "previous_posterior" {
+            2 * last
+        } else {
+            2 * (last + 1)
+        };
+        assert_eq!(r[rcol("iterations")], expected.to_string(), "{r:?}");
+    }
+    let png = std::fs::read(out.join("summary/stopping_runtime_gp-d1-linear.png")).unwrap();
+    assert_eq!(&png[..4], b"\x89PNG");
+
     // Resume: cut one trace right after a stopping line (before the step it precedes) and tear
     // the next line; delete another. The rerun rewrites both identically.
     let cut = "gp-d1-linear__PBGI_0.01___s1.jsonl";
@@ -709,6 +736,7 @@ fn stopping_config_records_statistics_and_replays_consistently() {
                     o.remove("seconds");
                     o.remove("cpu_seconds");
                     o.remove("seconds_prb");
+                    o.remove("statistic_seconds");
                 }
             }
             (n.clone(), v)
@@ -733,6 +761,7 @@ fn stopping_config_records_statistics_and_replays_consistently() {
                 o.remove("seconds");
                 o.remove("cpu_seconds");
                 o.remove("seconds_prb");
+                o.remove("statistic_seconds");
             }
         }
         assert_eq!(v, originals[&name], "{name} differs after resuming");

@@ -9,6 +9,7 @@
 //! otherwise (a policy reached regret 0) it is linear.
 
 use super::config::{Plan, file_component};
+use super::stopping::runtime::RuntimeCurve;
 use super::stopping::{Evaluation, StoppingPlan};
 use super::summary::{ProblemSummary, Reference, Stats};
 use crate::plot::{Figure, Legend, Panel, Series, Style, render};
@@ -228,6 +229,84 @@ pub fn write_stopping_figures(
                 render(&fig, &path)?;
                 written.push(path);
             }
+        }
+    }
+    Ok(written)
+}
+
+/// The stopping statistics' runtime of one problem (the stopping paper's Figure 10): a panel per
+/// policy with the mean seconds of each statistic at every iteration, on a logarithmic axis when
+/// every value is positive.
+pub fn stopping_runtime_figure(plan: &Plan, curves: &[RuntimeCurve], problem: &str) -> Figure {
+    let mut statistics: Vec<&str> = Vec::new();
+    for c in curves.iter().filter(|c| c.problem == problem) {
+        if !statistics.contains(&c.statistic) {
+            statistics.push(c.statistic);
+        }
+    }
+    let mut panels = Vec::new();
+    for pol in &plan.policies {
+        let series: Vec<Series> = curves
+            .iter()
+            .filter(|c| c.problem == problem && c.policy == pol.label)
+            .map(|c| {
+                let k = statistics
+                    .iter()
+                    .position(|s| *s == c.statistic)
+                    .unwrap_or(0);
+                Series::line(
+                    c.statistic,
+                    c.points.iter().map(|p| p.0 as f64).collect(),
+                    c.points.iter().map(|p| p.2).collect(),
+                )
+                .with_color(k)
+            })
+            .collect();
+        if series.is_empty() {
+            continue;
+        }
+        let log_y = series
+            .iter()
+            .all(|s| s.y.iter().all(|v| v.is_finite() && *v > 0.0));
+        panels.push(Panel {
+            title: pol.label.clone(),
+            x_label: "iteration".into(),
+            y_label: "seconds per iteration (mean over runs)".into(),
+            log_y,
+            legend: if panels.is_empty() {
+                Legend::UpperLeft
+            } else {
+                Legend::Hidden
+            },
+            series,
+        });
+    }
+    Figure {
+        title: format!("{problem}: time of the stopping statistics"),
+        panels,
+    }
+}
+
+/// Writes `stopping_runtime_PROBLEM.png|svg` for every problem with timed statistics; returns
+/// the paths written.
+pub fn write_stopping_runtime_figures(
+    sdir: &Path,
+    plan: &Plan,
+    curves: &[RuntimeCurve],
+) -> Result<Vec<PathBuf>> {
+    let mut written = Vec::new();
+    for prob in &plan.problems {
+        let fig = stopping_runtime_figure(plan, curves, &prob.label);
+        if fig.panels.is_empty() {
+            continue;
+        }
+        for ext in ["png", "svg"] {
+            let path = sdir.join(format!(
+                "stopping_runtime_{}.{ext}",
+                file_component(&prob.label)
+            ));
+            render(&fig, &path)?;
+            written.push(path);
         }
     }
     Ok(written)

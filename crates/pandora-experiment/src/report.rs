@@ -111,8 +111,10 @@ pub fn summarize_dir(dir: &Path, partial: bool) -> Result<(String, Option<String
 /// Reads `dir/experiment.json` and `dir/traces/`, writes `dir/summary/PROBLEM.csv`,
 /// `dir/summary/final.csv` and the figures (`PROBLEM.png|svg`, `all.png|svg`, see
 /// [`super::figures`]), with a `[stopping]` section also `dir/summary/stopping_runs.csv`,
-/// `dir/summary/stopping.csv` (see [`super::stopping`]) and the stopping figures, and returns
-/// the printed table.
+/// `dir/summary/stopping.csv` (see [`super::stopping`]), the stopping figures and, where the
+/// traces timed the statistics, `dir/summary/stopping_runtime.csv`,
+/// `dir/summary/stopping_runtime_by_iteration.csv` and `stopping_runtime_PROBLEM.png|svg` (see
+/// [`super::stopping::runtime`]), and returns the printed table.
 pub fn write_summary(dir: &Path) -> Result<String> {
     let plan = read_plan(dir)?;
     let traces = read_traces(&dir.join("traces"))?;
@@ -150,6 +152,19 @@ pub fn write_summary(dir: &Path) -> Result<String> {
         figures::write_stopping_figures(&sdir, &plan, sp, &ev)?;
         text += &stopping::table(&plan, sp, &ev.groups);
         md += &stopping::markdown(&plan, sp, &ev.groups);
+        let (runtime_rows, runtime_curves) = stopping::runtime::runtime(&plan, &traces);
+        if !runtime_rows.is_empty() {
+            std::fs::write(
+                sdir.join("stopping_runtime.csv"),
+                stopping::runtime::runtime_csv(&runtime_rows),
+            )?;
+            std::fs::write(
+                sdir.join("stopping_runtime_by_iteration.csv"),
+                stopping::runtime::runtime_by_iteration_csv(&runtime_curves),
+            )?;
+            figures::write_stopping_runtime_figures(&sdir, &plan, &runtime_curves)?;
+            md += &stopping::runtime::markdown(&runtime_rows);
+        }
         if ev.incomplete > 0 {
             text += &format!(
                 "({} incomplete run(s) left out of the stopping evaluation)\n",

@@ -20,7 +20,7 @@
 use super::config::{CostSettingName, Plan, RunSpec, build_problem, step_seed};
 use super::lock::{Acquired, RunLock};
 use super::stopping::{RecordInputs, StatisticsSpec, record, statistics_seed};
-use super::trace::{self, Appender, End, Header, Line, Step, StoppingStats};
+use super::trace::{self, Appender, End, Header, Line, SecondsClock, Step, StoppingStats};
 use crate::cpu_clock::{Stopwatch, exact_here};
 use anyhow::{Context, Result, anyhow, bail};
 use pandora_core::acquisition::{CostModel, KnownCost, fit_log_cost_model};
@@ -177,8 +177,11 @@ fn stopping_line(
             &fitted
         }
     };
+    // Only SRGap and the before-update LogEIPC use `D_{t−1}`'s posterior.
+    let needs_previous = spec.srgap || spec.log_eipc_before_update;
+    let t_previous = Stopwatch::start();
     let previous = match previous_lines.last() {
-        Some(l) if n >= 2 => match l.params.as_ref().and_then(params_from_json) {
+        Some(l) if n >= 2 && needs_previous => match l.params.as_ref().and_then(params_from_json) {
             Some(params) => Some(GpModel::with_params(
                 &h.x[..(n - 1) * d],
                 &h.y[..n - 1],
@@ -190,6 +193,8 @@ fn stopping_line(
         },
         _ => None,
     };
+    let seconds_previous = previous.as_ref().map(|_| t_previous.wall());
+    let cpu_previous = previous.as_ref().and_then(|_| t_previous.cpu());
     let fitted_cost;
     let cost_info = match ctx.problem_cost {
         CostSettingName::Uniform => CostInfo::Uniform,
@@ -226,6 +231,12 @@ fn stopping_line(
             line.iteration,
             run.bo_steps()
         );
+    }
+    if let Some(secs) = line.statistic_seconds.as_mut() {
+        secs.previous_posterior = match secs.clock {
+            SecondsClock::Cpu => cpu_previous.or(seconds_previous),
+            SecondsClock::Wall => seconds_previous,
+        };
     }
     line.params = Some(params_to_json(model.params()));
     line.seconds = t0.wall();

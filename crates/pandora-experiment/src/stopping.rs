@@ -15,10 +15,11 @@
 //! extra rows).
 
 pub mod plan;
+pub mod runtime;
 
 use super::config::{Plan, ResolvedPolicy, splitmix64};
 use super::format::{fmt_number, fmt_sig3};
-use super::trace::{StoppingStats, Trace};
+use super::trace::{SecondsClock, StatisticSeconds, StoppingStats, Trace};
 use anyhow::{Context, Result, anyhow, bail};
 use pandora_core::gp::GpModel;
 use pandora_core::policy::Phase;
@@ -67,6 +68,18 @@ fn finite(v: f64) -> Option<f64> {
     v.is_finite().then_some(v)
 }
 
+/// Runs `f` and returns its value with the seconds it took on `clock` (wall time where the CPU
+/// clock cannot be read).
+fn timed<T>(clock: SecondsClock, f: impl FnOnce() -> Result<T>) -> Result<(T, f64)> {
+    let sw = crate::cpu_clock::Stopwatch::start();
+    let v = f()?;
+    let seconds = match clock {
+        SecondsClock::Cpu => sw.cpu().unwrap_or_else(|| sw.wall()),
+        SecondsClock::Wall => sw.wall(),
+    };
+    Ok((v, seconds))
+}
+
 /// Computes the statistics of `spec` on `D_t` (iteration `t = n − n_initial`).
 pub fn record(spec: &StatisticsSpec, inp: &RecordInputs<'_>) -> Result<StoppingStats> {
     let t0 = crate::cpu_clock::Stopwatch::start();
@@ -104,76 +117,99 @@ pub fn record(spec: &StatisticsSpec, inp: &RecordInputs<'_>) -> Result<StoppingS
         seconds: 0.0,
         cpu_seconds: None,
         seconds_prb: None,
+        statistic_seconds: None,
+    };
+    let clock = if crate::cpu_clock::exact_here() && crate::cpu_clock::thread_seconds().is_some() {
+        SecondsClock::Cpu
+    } else {
+        SecondsClock::Wall
+    };
+    let mut secs = StatisticSeconds {
+        clock,
+        ..StatisticSeconds::default()
     };
     if spec.log_eipc {
-        let v = PbgiStopping::new(1.0, 1, g, opt)?
-            .max_log_eipc(&state)
-            .with_context(|| err("max_log_eipc"))?
-            .0;
+        let (v, dt) = timed(clock, || {
+            PbgiStopping::new(1.0, 1, g, opt)?
+                .max_log_eipc(&state)
+                .with_context(|| err("max_log_eipc"))
+        })?;
         // −∞ is possible only when every candidate of an exclusive set was evaluated; the
         // experiment's search space is continuous.
-        out.max_log_eipc = Some(v);
+        out.max_log_eipc = Some(v.0);
+        secs.log_eipc = Some(dt);
     }
     if spec.log_eipc_before_update && inp.previous.is_some() {
-        let v = PbgiStopping::new(1.0, 1, g, opt)?
-            .max_log_eipc_before_update(&state)
-            .with_context(|| err("max_log_eipc_before_update"))?;
+        let (v, dt) = timed(clock, || {
+            PbgiStopping::new(1.0, 1, g, opt)?
+                .max_log_eipc_before_update(&state)
+                .with_context(|| err("max_log_eipc_before_update"))
+        })?;
         out.max_log_eipc_before_update = Some(v);
+        secs.log_eipc_before_update = Some(dt);
     }
     if spec.log_eipc_inv {
-        out.max_log_eipc_inv = match out.max_log_eipc {
+        let (v, dt) = timed(clock, || match out.max_log_eipc {
             // Known or uniform costs: the two conventions are the same function.
-            Some(v) if !inp.cost_info.is_unknown() => Some(v),
-            _ => Some(
-                LogEipcMed::new(0.01, 20, g, opt)?
-                    .statistic(&state)
-                    .with_context(|| err("max_log_eipc_inv"))?,
-            ),
-        };
+            Some(v) if !inp.cost_info.is_unknown() => Ok(v),
+            _ => LogEipcMed::new(0.01, 20, g, opt)?
+                .statistic(&state)
+                .with_context(|| err("max_log_eipc_inv")),
+        })?;
+        out.max_log_eipc_inv = Some(v);
+        secs.log_eipc_inv = Some(dt);
     }
     if spec.ucb_lcb {
-        out.ucb_lcb = Some(
+        let (v, dt) = timed(clock, || {
             UcbLcb::new(0.01, 1, g, opt)?
                 .statistic(&state)
-                .with_context(|| err("ucb_lcb"))?,
-        );
+                .with_context(|| err("ucb_lcb"))
+        })?;
+        out.ucb_lcb = Some(v);
+        secs.ucb_lcb = Some(dt);
     }
     if spec.srgap {
-        out.srgap = finite(
+        let (v, dt) = timed(clock, || {
             SrGapMed::new(0.01, 20, g)?
                 .statistic(&state)
-                .with_context(|| err("srgap"))?,
-        );
+                .with_context(|| err("srgap"))
+        })?;
+        out.srgap = finite(v);
+        secs.srgap = Some(dt);
     }
     if let Some(p) = &spec.prb {
         let tp = Instant::now();
-        // PRB maximizes its sample paths on its own grid (all paths at once), or with its own
-        // multi-start defaults (100·d Sobol points, 2 restarts) path by path, not on the
-        // statistics' grid.
-        let mut plain = state;
-        plain.candidates = None;
-        let rule = Prb::new(
-            p.epsilon,
-            0.05,
-            p.schedule,
-            p.num_features,
-            g,
-            OptimizerConfig::default(),
-        )?;
         let samples = p.samples_at(t);
-        let regrets = match p.grid {
-            Some(m) => {
-                let pts: Vec<f64> = (0..m).map(|i| i as f64 / (m - 1) as f64).collect();
-                rule.sample_regrets_on_points(&plain, samples, &pts)
+        let (regrets, dt) = timed(clock, || {
+            // PRB maximizes its sample paths on its own grid (all paths at once), or with its
+            // own multi-start defaults (100·d Sobol points, 2 restarts) path by path, not on the
+            // statistics' grid.
+            let mut plain = state;
+            plain.candidates = None;
+            let rule = Prb::new(
+                p.epsilon,
+                0.05,
+                p.schedule,
+                p.num_features,
+                g,
+                OptimizerConfig::default(),
+            )?;
+            match p.grid {
+                Some(m) => {
+                    let pts: Vec<f64> = (0..m).map(|i| i as f64 / (m - 1) as f64).collect();
+                    rule.sample_regrets_on_points(&plain, samples, &pts)
+                }
+                None => rule.sample_regrets(&plain, samples),
             }
-            None => rule.sample_regrets(&plain, samples),
-        }
-        .with_context(|| err("prb"))?;
+            .with_context(|| err("prb"))
+        })?;
         out.prb =
             Some(regrets.iter().filter(|&&r| r <= p.epsilon).count() as f64 / regrets.len() as f64);
         out.prb_samples = Some(samples);
         out.seconds_prb = Some(tp.elapsed().as_secs_f64());
+        secs.prb = Some(dt);
     }
+    out.statistic_seconds = Some(secs);
     for v in [
         out.max_log_eipc,
         out.max_log_eipc_before_update,
@@ -962,6 +998,7 @@ rules = [
                 seconds: 0.0,
                 cpu_seconds: None,
                 seconds_prb: None,
+                statistic_seconds: None,
             })
             .collect();
         Trace {

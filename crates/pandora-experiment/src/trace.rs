@@ -161,9 +161,72 @@ pub struct StoppingStats {
     /// CPU seconds of `seconds`, under the condition of [`Step::cpu_seconds_propose`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu_seconds: Option<f64>,
-    /// Of which PRB.
+    /// Of which PRB (wall).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seconds_prb: Option<f64>,
+    /// The time of each statistic (absent in traces written before it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub statistic_seconds: Option<StatisticSeconds>,
+}
+
+/// Which clock a [`StatisticSeconds`] was read on.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SecondsClock {
+    /// CPU seconds of the computing thread, which saw the whole computation
+    /// ([`crate::cpu_clock::exact_here`]).
+    Cpu,
+    /// Wall seconds (where the thread clock would not see all of the computation).
+    #[default]
+    Wall,
+}
+
+/// The seconds each stopping statistic of one line took (the stopping paper's App. C.1
+/// measures this: the rules' own computation, not the BO step's fit and maximization). A
+/// statistic the experiment does not record is absent. `previous_posterior` is the rebuild of
+/// `D_{t−1}`'s posterior from its stored hyperparameters (one Cholesky factorization), which
+/// only SRGap and the before-update LogEIPC need.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct StatisticSeconds {
+    /// The clock of every entry.
+    pub clock: SecondsClock,
+    /// `max_log_eipc` (the PBGI/LogEIPC rule).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log_eipc: Option<f64>,
+    /// `max_log_eipc_before_update`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log_eipc_before_update: Option<f64>,
+    /// `max_log_eipc_inv` (LogEIPC-med; near 0 unless costs are unknown, where it is the
+    /// `max_log_eipc` value reused).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log_eipc_inv: Option<f64>,
+    /// `ucb_lcb`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ucb_lcb: Option<f64>,
+    /// `srgap` (without `previous_posterior`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub srgap: Option<f64>,
+    /// `prb` (its sample paths and their maximization).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prb: Option<f64>,
+    /// Rebuilding the posterior of `D_{t−1}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous_posterior: Option<f64>,
+}
+
+impl StatisticSeconds {
+    /// The entries by name (the names of the trace fields), absent ones included as `None`.
+    pub fn entries(&self) -> [(&'static str, Option<f64>); 7] {
+        [
+            ("log_eipc", self.log_eipc),
+            ("log_eipc_before_update", self.log_eipc_before_update),
+            ("log_eipc_inv", self.log_eipc_inv),
+            ("ucb_lcb", self.ucb_lcb),
+            ("srgap", self.srgap),
+            ("prb", self.prb),
+            ("previous_posterior", self.previous_posterior),
+        ]
+    }
 }
 
 /// A line of a trace.
@@ -420,6 +483,7 @@ mod tests {
             seconds: 0.0,
             cpu_seconds: None,
             seconds_prb: None,
+            statistic_seconds: None,
         };
         let body = body_lines(&[step(0), step(1)], &[stats(0, 1), stats(1, 2)]);
         let kinds: Vec<&str> = body
