@@ -101,6 +101,10 @@ enum Computation {
     /// 2 s.e. (`|mean(a) − mean(b)| > sqrt(se2(a)² + se2(b)²)`, the rule of `separation`),
     /// summed over the groups (one group per problem: pairs never cross problems).
     SeparatedPairs { groups: Vec<Vec<String>> },
+    /// The number of pairs `(a, b)` in which `a`'s mean is *lower* than `b`'s by more than the
+    /// pair's 2 s.e. (`mean(b) − mean(a) > sqrt(se2(a)² + se2(b)²)`: `a` separated ahead of `b`
+    /// in regret), for one-sided statements ("no baseline is separated ahead of PBGI").
+    SeparatedLower { pairs: Vec<[String; 2]> },
     /// The number of `rows` whose `mean_column` exceeds `factor` times its `se_column` (a
     /// paired difference larger than its own 2 s.e. with `factor = 2` on a 1-s.e. column).
     SeparatedCount {
@@ -304,6 +308,17 @@ fn compute(c: &Computation, t: &Table) -> Result<Vec<f64>, String> {
                         n += usize::from(d.abs() > e);
                     }
                 }
+            }
+            Ok(vec![n as f64])
+        }
+        Computation::SeparatedLower { pairs } => {
+            if pairs.is_empty() {
+                return Err("pairs is empty".into());
+            }
+            let mut n = 0;
+            for [a, b] in pairs {
+                let (d, e) = separation(t, b, a, "mean", "se2")?;
+                n += usize::from(d > e);
             }
             Ok(vec![n as f64])
         }
@@ -618,4 +633,30 @@ fn optuna_files_are_keyed_by_fraction_of_the_budget() {
             .unwrap_err()
             .contains("duplicate row gp8|tpe|1")
     );
+}
+
+#[test]
+fn separated_pairs_count_both_directions_and_separated_lower_one() {
+    // b is 1.0 below a with 2 s.e. 0.5 (separated); c is 0.3 below a (not separated).
+    let t =
+        parse_table("problem,policy,mean,se2\np,a,2.0,0.3\np,b,1.0,0.4\np,c,1.7,0.3\n").unwrap();
+    let key = |q: &str| format!("p|{q}");
+    let pairs = Computation::SeparatedPairs {
+        groups: vec![vec![key("a"), key("b"), key("c")]],
+    };
+    // a–b separated, a–c not, b–c: 0.7 against 0.5, separated.
+    assert_eq!(compute(&pairs, &t).unwrap(), vec![2.0]);
+    let lower = |pairs: &[(&str, &str)]| Computation::SeparatedLower {
+        pairs: pairs.iter().map(|(a, b)| [key(a), key(b)]).collect(),
+    };
+    // b is ahead of a and of c; a is ahead of nobody; c is not separated from a.
+    assert_eq!(
+        compute(&lower(&[("b", "a"), ("b", "c")]), &t).unwrap(),
+        vec![2.0]
+    );
+    assert_eq!(
+        compute(&lower(&[("a", "b"), ("c", "a"), ("a", "c")]), &t).unwrap(),
+        vec![0.0]
+    );
+    assert!(compute(&lower(&[]), &t).unwrap_err().contains("empty"));
 }
