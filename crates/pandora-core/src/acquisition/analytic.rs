@@ -49,6 +49,29 @@ impl PointwiseAcquisition for LogExpectedImprovement {
     }
 }
 
+/// The floor of [`LogVanillaExpectedImprovement`], the reference code's `1e-6`.
+pub const LOG_VANILLA_EI_FLOOR: f64 = 1e-6;
+
+/// `log(EI + 1e-6)`: the logarithm taken *naively*, the PBGI paper's "Log(Unst. EI)" of its
+/// log-scaling ablation (App. D.1, Figure 10; the reference code's
+/// `LogVanillaExpectedImprovement`). Kept to reproduce that ablation, not for use: where EI
+/// falls far below the floor the value is flat at `log 1e-6` and the gradient
+/// `∇EI/(EI + 1e-6)` vanishes, which is what [`LogExpectedImprovement`] (computed in log space)
+/// avoids. `∂/∂μ = Φ(u)/(EI + 1e-6)`, `∂/∂σ = φ(u)/(EI + 1e-6)`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LogVanillaExpectedImprovement {
+    /// The incumbent value to improve on.
+    pub best_f: f64,
+}
+
+impl PointwiseAcquisition for LogVanillaExpectedImprovement {
+    fn eval(&self, mu: f64, sigma: f64, _cost: LogCost) -> Partials {
+        let u = (mu - self.best_f) / sigma;
+        let shifted = sigma * h(u) + LOG_VANILLA_EI_FLOOR;
+        Partials::new(shifted.ln(), norm_cdf(u) / shifted, norm_pdf(u) / shifted)
+    }
+}
+
 /// Probability of improvement `PI = Φ(u)`; `∂/∂μ = φ(u)/σ`, `∂/∂σ = −u φ(u)/σ`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ProbabilityOfImprovement {

@@ -32,8 +32,9 @@ pub use crate::gp::Posterior;
 pub use acquirer::{Acquired, Acquirer, AcquisitionParams, Needs, StepInputs};
 pub use analytic::{
     CostConvention, ExpectedImprovement, ExpectedImprovementPerCost, LogExpectedImprovement,
-    LogExpectedImprovementPerCost, LogProbabilityOfImprovement, LowerConfidenceBound,
-    ProbabilityOfImprovement, UpperConfidenceBound, cost_cooling_alpha, gp_ucb_beta,
+    LogExpectedImprovementPerCost, LogProbabilityOfImprovement, LogVanillaExpectedImprovement,
+    LowerConfidenceBound, ProbabilityOfImprovement, UpperConfidenceBound, cost_cooling_alpha,
+    gp_ucb_beta,
 };
 pub use bmsei::{FantasyTree, TreeBudget};
 pub use cost::{

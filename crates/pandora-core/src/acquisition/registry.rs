@@ -37,8 +37,9 @@ pub use super::acquirer::AcquisitionParams;
 use super::acquirer::{Acquired, Acquirer, StepInputs};
 use super::analytic::{
     CostConvention, ExpectedImprovement, ExpectedImprovementPerCost, LogExpectedImprovement,
-    LogExpectedImprovementPerCost, LogProbabilityOfImprovement, LowerConfidenceBound,
-    ProbabilityOfImprovement, UpperConfidenceBound, cost_cooling_alpha, gp_ucb_beta,
+    LogExpectedImprovementPerCost, LogProbabilityOfImprovement, LogVanillaExpectedImprovement,
+    LowerConfidenceBound, ProbabilityOfImprovement, UpperConfidenceBound, cost_cooling_alpha,
+    gp_ucb_beta,
 };
 use super::budgeted::BudgetedExpectedImprovement;
 use super::kg::KgStep;
@@ -112,6 +113,8 @@ acquisitions! {
     Ei = "ei" => Pointwise(Self::Ei),
     /// Log expected improvement.
     LogEi = "log_ei" => Pointwise(Self::LogEi),
+    /// `log(EI + 1e-6)`, the naive logarithm of the PBGI paper's App. D.1 ablation.
+    LogVanillaEi = "log_vanilla_ei" => Pointwise(Self::LogVanillaEi),
     /// Probability of improvement.
     Pi = "pi" => Pointwise(Self::Pi),
     /// Log probability of improvement.
@@ -261,6 +264,9 @@ pub fn build_pointwise(
             best_f: need(p.best_f, "best_f", name)?,
         }),
         N::LogEi => Box::new(LogExpectedImprovement {
+            best_f: need(p.best_f, "best_f", name)?,
+        }),
+        N::LogVanillaEi => Box::new(LogVanillaExpectedImprovement {
             best_f: need(p.best_f, "best_f", name)?,
         }),
         N::Pi => Box::new(ProbabilityOfImprovement {

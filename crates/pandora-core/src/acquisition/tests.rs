@@ -45,6 +45,10 @@ fn all_acquisitions() -> Vec<(&'static str, Box<dyn PointwiseAcquisition>)> {
     vec![
         ("ei", Box::new(ExpectedImprovement { best_f: 0.7 })),
         ("log_ei", Box::new(LogExpectedImprovement { best_f: 0.7 })),
+        (
+            "log_vanilla_ei",
+            Box::new(LogVanillaExpectedImprovement { best_f: 0.7 }),
+        ),
         ("pi", Box::new(ProbabilityOfImprovement { best_f: 0.7 })),
         (
             "log_pi",
@@ -420,4 +424,23 @@ fn lockstep_maximization_matches_one_at_a_time() {
         let rel = (block.value - plain.value).abs() / plain.value.abs().max(1e-12);
         assert!(rel < 1e-6, "{name}: {} vs {}", block.value, plain.value);
     }
+}
+
+#[test]
+fn log_vanilla_ei_is_the_floored_log_and_goes_flat_where_log_ei_does_not() {
+    let naive = LogVanillaExpectedImprovement { best_f: 0.0 };
+    let stable = LogExpectedImprovement { best_f: 0.0 };
+    let ei = ExpectedImprovement { best_f: 0.0 };
+    // Where EI ≫ 1e-6 the two logs agree to the floor's relative size.
+    let (mu, s) = (0.3, 0.5);
+    let e = ei.eval(mu, s, LogCost::default()).value;
+    let v = naive.eval(mu, s, LogCost::default());
+    assert!((v.value - (e + 1e-6).ln()).abs() < 1e-15);
+    assert!((v.value - stable.eval(mu, s, LogCost::default()).value).abs() < 2e-6 / e);
+    // Far below the incumbent (u = −10: EI ≈ 7.7e-25) the naive value is the floor's log and
+    // its gradient ≈ 1e-18, where LogEI still has a slope of about |u|/σ.
+    let far = naive.eval(-10.0, 1.0, LogCost::default());
+    assert!((far.value - 1e-6f64.ln()).abs() < 1e-15);
+    assert!(far.d_mu < 1e-15 && far.d_mu >= 0.0);
+    assert!(stable.eval(-10.0, 1.0, LogCost::default()).d_mu > 9.0);
 }

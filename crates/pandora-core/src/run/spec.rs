@@ -67,6 +67,9 @@ pub enum PolicySpec {
     /// Log expected improvement.
     #[serde(rename = "log_ei")]
     LogEi {},
+    /// `log(EI + 1e-6)` (the PBGI paper's App. D.1 ablation).
+    #[serde(rename = "log_vanilla_ei")]
+    LogVanillaEi {},
     /// Probability of improvement.
     #[serde(rename = "pi")]
     Pi {},
@@ -233,6 +236,7 @@ impl PolicySpec {
         match self {
             Self::Ei {} => N::Ei,
             Self::LogEi {} => N::LogEi,
+            Self::LogVanillaEi {} => N::LogVanillaEi,
             Self::Pi {} => N::Pi,
             Self::LogPi {} => N::LogPi,
             Self::Ucb { .. } => N::Ucb,
@@ -262,6 +266,7 @@ impl PolicySpec {
         match name {
             N::Ei => Self::Ei {},
             N::LogEi => Self::LogEi {},
+            N::LogVanillaEi => Self::LogVanillaEi {},
             N::Pi => Self::Pi {},
             N::LogPi => Self::LogPi {},
             N::Ucb => Self::Ucb { beta: None },
