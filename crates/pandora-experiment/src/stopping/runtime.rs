@@ -158,8 +158,8 @@ pub fn runtime_csv(rows: &[RuntimeRow]) -> String {
         let _ = writeln!(
             s,
             "{},{},{},{},{},{},{},{},{},{}",
-            csv_field(&r.problem),
-            csv_field(&r.policy),
+            pandora_study::csv::field(&r.problem),
+            pandora_study::csv::field(&r.policy),
             r.statistic,
             r.clock,
             r.runs,
@@ -181,8 +181,8 @@ pub fn runtime_by_iteration_csv(curves: &[RuntimeCurve]) -> String {
             let _ = writeln!(
                 s,
                 "{},{},{},{t},{n},{m}",
-                csv_field(&c.problem),
-                csv_field(&c.policy),
+                pandora_study::csv::field(&c.problem),
+                pandora_study::csv::field(&c.policy),
                 c.statistic
             );
         }
@@ -233,15 +233,6 @@ pub fn markdown(rows: &[RuntimeRow]) -> String {
         s.push('\n');
     }
     s
-}
-
-/// A CSV field, quoted when it holds a comma or a quote.
-fn csv_field(v: &str) -> String {
-    if v.contains([',', '"']) {
-        format!("\"{}\"", v.replace('"', "\"\""))
-    } else {
-        v.to_string()
-    }
 }
 
 #[cfg(test)]
