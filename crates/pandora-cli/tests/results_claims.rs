@@ -138,9 +138,10 @@ fn default_se2() -> String {
     "se2".into()
 }
 
-/// A summary CSV: rows keyed by `problem|policy[|rule|lambda|fraction]` (`instance` in place of
-/// `problem` in the freeze-thaw benchmark's files; `fraction` of the budget in the Optuna
-/// comparison's, which have a row per sampler and fraction).
+/// A summary CSV: rows keyed by `problem|policy[|rule|lambda|fraction|statistic]` (`instance` in
+/// place of `problem` in the freeze-thaw benchmark's files; `fraction` of the budget in the Optuna
+/// comparison's, which have a row per sampler and fraction; `statistic` in the stopping rules'
+/// runtime, a row per timed statistic).
 #[derive(Debug, Clone)]
 struct Table {
     columns: Vec<String>,
@@ -148,8 +149,14 @@ struct Table {
 }
 
 /// The columns that identify a row, in key order (those the file has).
-const KEY_COLUMNS: [&str; 6] = [
-    "problem", "instance", "policy", "rule", "lambda", "fraction",
+const KEY_COLUMNS: [&str; 7] = [
+    "problem",
+    "instance",
+    "policy",
+    "rule",
+    "lambda",
+    "fraction",
+    "statistic",
 ];
 
 /// Splits one CSV line; fields may be double-quoted (`"pbgi_d(0.1,2)"`), with `""` for a quote.
@@ -182,7 +189,9 @@ fn parse_table(text: &str) -> Result<Table, String> {
         .filter_map(|k| columns.iter().position(|c| c == k))
         .collect();
     if key_idx.is_empty() {
-        return Err("no key column (problem, instance, policy, rule, lambda, fraction)".into());
+        return Err(
+            "no key column (problem, instance, policy, rule, lambda, fraction, statistic)".into(),
+        );
     }
     let mut rows = BTreeMap::new();
     for (i, line) in lines.enumerate() {
