@@ -26,9 +26,9 @@
 
 use crate::config::file_component;
 use crate::execute::{Options, Outcome, Tally};
-use crate::figures::{Statistic, panel};
+use crate::figures::{Statistic, panel, render_png_svg};
 use crate::lock::{Acquired, RunLock};
-use crate::plot::{Figure, Legend, Panel, render};
+use crate::plot::{Figure, Legend, Panel};
 use crate::reporter::Reporter;
 use crate::shard::Shard;
 use crate::summary::{PolicySummary, ProblemSummary, stats};
@@ -864,12 +864,7 @@ fn write_figures(fdir: &Path, records: &[RunRecord]) -> Result<Vec<PathBuf>> {
     let label = Statistic::MeanSe.label();
     let mut written = Vec::new();
     let mut write = |fig: &Figure, stem: String| -> Result<()> {
-        for ext in ["png", "svg"] {
-            let path = fdir.join(format!("{}.{ext}", file_component(&stem)));
-            render(fig, &path)?;
-            written.push(path);
-        }
-        Ok(())
+        render_png_svg(fig, fdir, &file_component(&stem), &mut written)
     };
     let mut overview: BTreeMap<&str, Vec<Panel>> = BTreeMap::new();
     for (objective, cost, variance) in &settings {

@@ -117,24 +117,40 @@ pub fn overview_figure(all: &[ProblemSummary]) -> Figure {
     }
 }
 
+/// Renders `fig` as `dir/STEM.png` and `dir/STEM.svg` (`stem` used as given) and appends both
+/// paths to `written`.
+pub fn render_png_svg(
+    fig: &Figure,
+    dir: &Path,
+    stem: &str,
+    written: &mut Vec<PathBuf>,
+) -> Result<()> {
+    for ext in ["png", "svg"] {
+        let path = dir.join(format!("{stem}.{ext}"));
+        render(fig, &path)?;
+        written.push(path);
+    }
+    Ok(())
+}
+
+/// Whether every value of every series is finite and positive (a logarithmic y axis shows them
+/// all).
+fn all_positive(series: &[Series]) -> bool {
+    series
+        .iter()
+        .all(|s| s.y.iter().all(|v| v.is_finite() && *v > 0.0))
+}
+
 /// Writes every figure into `sdir` (PNG and SVG) and returns the paths written.
 pub fn write_figures(sdir: &Path, all: &[ProblemSummary]) -> Result<Vec<PathBuf>> {
     let mut written = Vec::new();
     for s in all.iter().filter(|s| !s.policies.is_empty()) {
         let fig = problem_figure(s);
-        for ext in ["png", "svg"] {
-            let path = sdir.join(format!("{}.{ext}", file_component(&s.problem)));
-            render(&fig, &path)?;
-            written.push(path);
-        }
+        render_png_svg(&fig, sdir, &file_component(&s.problem), &mut written)?;
     }
     let overview = overview_figure(all);
     if !overview.panels.is_empty() {
-        for ext in ["png", "svg"] {
-            let path = sdir.join(format!("all.{ext}"));
-            render(&overview, &path)?;
-            written.push(path);
-        }
+        render_png_svg(&overview, sdir, "all", &mut written)?;
     }
     Ok(written)
 }
@@ -180,9 +196,7 @@ pub fn stopping_figure(
                 );
             }
         }
-        let log_y = series
-            .iter()
-            .all(|s| s.y.iter().all(|v| v.is_finite() && *v > 0.0));
+        let log_y = all_positive(&series);
         panels.push(Panel {
             title: pol.label.clone(),
             x_label: "stopping iteration".into(),
@@ -220,15 +234,12 @@ pub fn write_stopping_figures(
             if fig.panels.is_empty() {
                 continue;
             }
-            for ext in ["png", "svg"] {
-                let path = sdir.join(format!(
-                    "stopping_{}_lambda{}.{ext}",
-                    file_component(&prob.label),
-                    file_component(&lambda.to_string())
-                ));
-                render(&fig, &path)?;
-                written.push(path);
-            }
+            let stem = format!(
+                "stopping_{}_lambda{}",
+                file_component(&prob.label),
+                file_component(&lambda.to_string())
+            );
+            render_png_svg(&fig, sdir, &stem, &mut written)?;
         }
     }
     Ok(written)
@@ -265,9 +276,7 @@ pub fn stopping_runtime_figure(plan: &Plan, curves: &[RuntimeCurve], problem: &s
         if series.is_empty() {
             continue;
         }
-        let log_y = series
-            .iter()
-            .all(|s| s.y.iter().all(|v| v.is_finite() && *v > 0.0));
+        let log_y = all_positive(&series);
         panels.push(Panel {
             title: pol.label.clone(),
             x_label: "iteration".into(),
@@ -300,14 +309,8 @@ pub fn write_stopping_runtime_figures(
         if fig.panels.is_empty() {
             continue;
         }
-        for ext in ["png", "svg"] {
-            let path = sdir.join(format!(
-                "stopping_runtime_{}.{ext}",
-                file_component(&prob.label)
-            ));
-            render(&fig, &path)?;
-            written.push(path);
-        }
+        let stem = format!("stopping_runtime_{}", file_component(&prob.label));
+        render_png_svg(&fig, sdir, &stem, &mut written)?;
     }
     Ok(written)
 }
