@@ -983,22 +983,14 @@ rules = [
         let before = [None, Some(-0.5), Some(-1.0), Some(-2.5), Some(-3.5)];
         let stopping = (0..5)
             .map(|t| StoppingStats {
-                iteration: t,
-                n: 2 + t,
                 best: steps[1 + t].best,
                 cumulative_cost: steps[1 + t].cumulative_cost,
                 max_log_eipc: Some(log_eipc[t]),
                 max_log_eipc_before_update: before[t],
-                max_log_eipc_inv: None,
                 ucb_lcb: Some(ucb[t]),
-                srgap: None,
                 prb: Some(prb[t]),
                 prb_samples: Some(64),
-                params: None,
-                seconds: 0.0,
-                cpu_seconds: None,
-                seconds_prb: None,
-                statistic_seconds: None,
+                ..StoppingStats::empty(t, 2 + t)
             })
             .collect();
         Trace {

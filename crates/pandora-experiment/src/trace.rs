@@ -169,6 +169,32 @@ pub struct StoppingStats {
     pub statistic_seconds: Option<StatisticSeconds>,
 }
 
+#[cfg(test)]
+impl StoppingStats {
+    /// A line of iteration `iteration` on `n` observations with best value and cost 0 and no
+    /// statistic (a base for test fixtures).
+    pub(crate) fn empty(iteration: usize, n: usize) -> Self {
+        Self {
+            iteration,
+            n,
+            best: 0.0,
+            cumulative_cost: 0.0,
+            max_log_eipc: None,
+            max_log_eipc_before_update: None,
+            max_log_eipc_inv: None,
+            ucb_lcb: None,
+            srgap: None,
+            prb: None,
+            prb_samples: None,
+            params: None,
+            seconds: 0.0,
+            cpu_seconds: None,
+            seconds_prb: None,
+            statistic_seconds: None,
+        }
+    }
+}
+
 /// Which clock a [`StatisticSeconds`] was read on.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -468,22 +494,9 @@ mod tests {
         assert_eq!(t.steps.len(), 2);
         // Stopping statistics must sit right after the step that completed their data.
         let stats = |iteration: usize, n: usize| StoppingStats {
-            iteration,
-            n,
             best: -0.3,
-            cumulative_cost: 0.0,
             max_log_eipc: Some(-1.0),
-            max_log_eipc_before_update: None,
-            max_log_eipc_inv: None,
-            ucb_lcb: None,
-            srgap: None,
-            prb: None,
-            prb_samples: None,
-            params: None,
-            seconds: 0.0,
-            cpu_seconds: None,
-            seconds_prb: None,
-            statistic_seconds: None,
+            ..StoppingStats::empty(iteration, n)
         };
         let body = body_lines(&[step(0), step(1)], &[stats(0, 1), stats(1, 2)]);
         let kinds: Vec<&str> = body

@@ -262,22 +262,10 @@ rules = ["pbgi", "srgap-med"]
 
     fn line(t: usize, secs: Option<StatisticSeconds>) -> StoppingStats {
         StoppingStats {
-            iteration: t,
-            n: 2 + t,
-            best: 0.0,
             cumulative_cost: t as f64,
             max_log_eipc: Some(-1.0),
-            max_log_eipc_before_update: None,
-            max_log_eipc_inv: None,
-            ucb_lcb: None,
-            srgap: None,
-            prb: None,
-            prb_samples: None,
-            params: None,
-            seconds: 0.0,
-            cpu_seconds: None,
-            seconds_prb: None,
             statistic_seconds: secs,
+            ..StoppingStats::empty(t, 2 + t)
         }
     }
 
