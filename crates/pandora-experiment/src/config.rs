@@ -364,6 +364,7 @@ fn default_problem_label(p: &ProblemConfig) -> String {
 fn default_policy_label(p: &PolicyConfig) -> String {
     match p.spec {
         PolicySpec::Pbgi { lambda } => format!("pbgi({})", label_number(lambda)),
+        PolicySpec::PbgiPlain { lambda } => format!("pbgi_plain({})", label_number(lambda)),
         PolicySpec::PbgiD { lambda0, decay } => {
             format!("pbgi_d({},{})", label_number(lambda0), label_number(decay))
         }

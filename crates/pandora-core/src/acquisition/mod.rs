@@ -24,6 +24,7 @@ pub mod multi_step;
 pub mod one_shot_kg;
 pub mod pbgi;
 pub mod pbgi_d;
+pub mod pbgi_plain;
 pub mod random;
 pub mod registry;
 pub mod ts;
@@ -43,6 +44,7 @@ pub use cost::{
 };
 pub use pbgi::{Pbgi, PbgiIndex, pbgi_index, pbgi_index_min};
 pub use pbgi_d::PbgiDecay;
+pub use pbgi_plain::{PbgiPlain, pbgi_plain_index};
 pub use registry::{AcquisitionName, build_pointwise};
 pub use ts::ThompsonSample;
 

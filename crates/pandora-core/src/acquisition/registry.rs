@@ -47,6 +47,7 @@ use super::mes::MesStep;
 use super::multi_step::{BmseiStep, MseiStep};
 use super::one_shot_kg::OneShotKgStep;
 use super::pbgi::Pbgi;
+use super::pbgi_plain::PbgiPlain;
 use super::random::RandomSearch;
 use super::ts::ThompsonSampling;
 use crate::error::{Error, Result};
@@ -135,6 +136,9 @@ acquisitions! {
     Pbgi = "pbgi" [cost, lambda] => Pointwise(Self::Pbgi),
     /// PBGI with λ decayed when the Gittins stopping rule fires.
     PbgiD = "pbgi_d" [cost, lambda] => Pointwise(Self::PbgiD),
+    /// PBGI computed as the reference code's plain version (linear-scale bisection, naive
+    /// ratios): the PBGI paper's App. D.1 comparison with its stable index. Reproduction only.
+    PbgiPlain = "pbgi_plain" [cost, lambda] => Pointwise(Self::PbgiPlain),
     /// Thompson sampling (a pathwise posterior sample).
     Ts = "ts" => ThompsonSampling,
     /// Uniformly random points (the design sequence continued).
@@ -296,6 +300,7 @@ pub fn build_pointwise(
             convention: conv,
         }),
         N::Pbgi | N::PbgiD => Box::new(Pbgi { lambda: lambda()? }),
+        N::PbgiPlain => Box::new(PbgiPlain { lambda: lambda()? }),
         N::BudgetedEi => Box::new(BudgetedExpectedImprovement {
             best_f: need(p.best_f, "best_f", name)?,
             budget: need(p.remaining_budget, "remaining_budget", name)?,
@@ -362,7 +367,10 @@ mod tests {
                 .map(|n| n.as_str())
                 .collect()
         };
-        assert_eq!(with(AcquisitionName::uses_lambda), ["pbgi", "pbgi_d"]);
+        assert_eq!(
+            with(AcquisitionName::uses_lambda),
+            ["pbgi", "pbgi_d", "pbgi_plain"]
+        );
         assert_eq!(
             with(AcquisitionName::is_cost_aware),
             [
@@ -372,6 +380,7 @@ mod tests {
                 "log_eicc",
                 "pbgi",
                 "pbgi_d",
+                "pbgi_plain",
                 "budgeted_ei",
                 "mes_cost",
                 "b_ms_ei"

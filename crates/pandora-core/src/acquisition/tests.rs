@@ -57,6 +57,7 @@ fn all_acquisitions() -> Vec<(&'static str, Box<dyn PointwiseAcquisition>)> {
         ("ucb", Box::new(UpperConfidenceBound { beta: 2.5 })),
         ("pbgi", Box::new(Pbgi { lambda: 1e-2 })),
         ("pbgi_small_lambda", Box::new(Pbgi { lambda: 1e-6 })),
+        ("pbgi_plain", Box::new(PbgiPlain { lambda: 1e-2 })),
         ("lcb", Box::new(LowerConfidenceBound { beta: 2.5 })),
         (
             "eipc",

@@ -546,7 +546,13 @@ impl<'p> Run<'p> {
         let step = &self.policy.step;
         match self.lambda()? {
             Some(l) => Ok(Some(l)),
-            None if step.acquisition == AcquisitionName::Pbgi => Ok(step.params.lambda),
+            None if matches!(
+                step.acquisition,
+                AcquisitionName::Pbgi | AcquisitionName::PbgiPlain
+            ) =>
+            {
+                Ok(step.params.lambda)
+            }
             None => Ok(None),
         }
     }

@@ -9,7 +9,7 @@
 //!
 //! | acquisition                    | keys                                      |
 //! |--------------------------------|-------------------------------------------|
-//! | `pbgi`                         | `lambda` (required)                       |
+//! | `pbgi`, `pbgi_plain`           | `lambda` (required)                       |
 //! | `pbgi_d`                       | `lambda0` (default 0.1), `decay` (2)      |
 //! | `ucb`, `lcb`                   | `beta` (default: the GP-UCB schedule)     |
 //! | `eipc`, `log_eipc`             | `alpha` (cost exponent, default 1)        |
@@ -121,6 +121,13 @@ pub enum PolicySpec {
     /// PBGI with a fixed λ.
     #[serde(rename = "pbgi")]
     Pbgi {
+        /// λ (objective units per cost unit).
+        lambda: f64,
+    },
+    /// PBGI computed as the reference code's plain version (App. D.1 ablation; reproduction
+    /// only).
+    #[serde(rename = "pbgi_plain")]
+    PbgiPlain {
         /// λ (objective units per cost unit).
         lambda: f64,
     },
@@ -247,6 +254,7 @@ impl PolicySpec {
             Self::LogEicc { .. } => N::LogEicc,
             Self::Pbgi { .. } => N::Pbgi,
             Self::PbgiD { .. } => N::PbgiD,
+            Self::PbgiPlain { .. } => N::PbgiPlain,
             Self::Ts {} => N::Ts,
             Self::Random {} => N::Random,
             Self::BudgetedEi {} => N::BudgetedEi,
@@ -277,6 +285,7 @@ impl PolicySpec {
             N::LogEicc => Self::LogEicc { alpha: None },
             N::Pbgi => Self::Pbgi { lambda },
             N::PbgiD => Self::default(),
+            N::PbgiPlain => Self::PbgiPlain { lambda },
             N::Ts => Self::Ts {},
             N::Random => Self::Random {},
             N::BudgetedEi => Self::BudgetedEi {},
@@ -307,7 +316,7 @@ impl PolicySpec {
             | Self::LogEipc { alpha }
             | Self::Eicc { alpha }
             | Self::LogEicc { alpha } => p.alpha = alpha,
-            Self::Pbgi { lambda } => p.lambda = Some(lambda),
+            Self::Pbgi { lambda } | Self::PbgiPlain { lambda } => p.lambda = Some(lambda),
             Self::BMsEi {
                 tree,
                 refill,
@@ -334,7 +343,7 @@ impl PolicySpec {
     /// The λ of fixed-λ PBGI (`None` for other acquisitions).
     pub fn fixed_lambda(&self) -> Option<f64> {
         match *self {
-            Self::Pbgi { lambda } => Some(lambda),
+            Self::Pbgi { lambda } | Self::PbgiPlain { lambda } => Some(lambda),
             _ => None,
         }
     }
@@ -342,10 +351,14 @@ impl PolicySpec {
     /// Checks the values; errors name the field (`lambda`, `lambda0`, `decay`, `beta`, `alpha`).
     pub fn validate(&self) -> Result<()> {
         match *self {
-            Self::Pbgi { lambda } if !(lambda.is_finite() && lambda > 0.0) => Err(Error::invalid(
-                "lambda",
-                format!("must be finite and > 0, got {lambda}"),
-            )),
+            Self::Pbgi { lambda } | Self::PbgiPlain { lambda }
+                if !(lambda.is_finite() && lambda > 0.0) =>
+            {
+                Err(Error::invalid(
+                    "lambda",
+                    format!("must be finite and > 0, got {lambda}"),
+                ))
+            }
             Self::PbgiD { lambda0, decay } => PbgiDecay::new(lambda0, decay).map(|_| ()),
             Self::Ucb { beta: Some(b) } | Self::Lcb { beta: Some(b) }
                 if !(b.is_finite() && b >= 0.0) =>

@@ -44,7 +44,7 @@ pub fn supplied_from_proposal(
                 s.max_log_eipc_inv = Some(v);
             }
         }
-        AcquisitionName::Pbgi | AcquisitionName::PbgiD
+        AcquisitionName::Pbgi | AcquisitionName::PbgiD | AcquisitionName::PbgiPlain
             if proposal.lambda.is_some() && proposal.lambda == rule_lambda =>
         {
             s.max_pbgi_index = Some(v);

@@ -22,7 +22,9 @@ fn registry_spec_and_docs_list_the_same_acquisitions() {
         let json = serde_json::to_value(&spec).unwrap();
         assert_eq!(json["acquisition"], n.as_str());
         let text = match n {
-            AcquisitionName::Pbgi => format!("acquisition = \"{n}\"\nlambda = 0.001"),
+            AcquisitionName::Pbgi | AcquisitionName::PbgiPlain => {
+                format!("acquisition = \"{n}\"\nlambda = 0.001")
+            }
             _ => format!("acquisition = \"{n}\""),
         };
         assert_eq!(parse(&text).unwrap().spec, spec, "{n}");
@@ -83,20 +85,17 @@ fn the_docs_table_parser_sees_a_missing_or_changed_row() {
 fn every_variant_refuses_unknown_keys_even_when_flattened() {
     for n in AcquisitionName::ALL {
         let extra = match n {
-            AcquisitionName::Pbgi => "lambda = 0.1\n",
+            AcquisitionName::Pbgi | AcquisitionName::PbgiPlain => "lambda = 0.1\n",
             _ => "",
         };
         let text = format!("seed = 3\nacquisition = \"{n}\"\n{extra}bogus = 1\n");
         let e = parse(&text).unwrap_err();
         assert!(e.contains("unknown field `bogus`"), "{n}: {e}");
         // A key of another acquisition is refused too.
-        let other = if n == AcquisitionName::Pbgi {
-            "lambda0"
-        } else {
-            "lambda"
-        };
+        let takes_lambda = matches!(n, AcquisitionName::Pbgi | AcquisitionName::PbgiPlain);
+        let other = if takes_lambda { "lambda0" } else { "lambda" };
         let text = format!("acquisition = \"{n}\"\n{extra}{other} = 0.5\n");
-        if n != AcquisitionName::Pbgi || other != "lambda" {
+        if !takes_lambda || other != "lambda" {
             let e = parse(&text).unwrap_err();
             assert!(e.contains(&format!("unknown field `{other}`")), "{n}: {e}");
         }
