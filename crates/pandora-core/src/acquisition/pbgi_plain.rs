@@ -19,7 +19,7 @@
 //!    `F(h) > 0` (the reference doubles every candidate's end while any candidate is
 //!    unbracketed; here each point is bracketed on its own, which changes nothing but the
 //!    bracket's width, and the 100 halvings below reach the resolution of `f64` from any
-//!    bracket narrower than `2⁹⁰·|g|`).
+//!    bracket narrower than `2⁴⁸·|g|`).
 //! 3. Exactly 100 bisection steps with no tolerance test: `m = (l + h)/2`; `l ← m` where
 //!    `F(m) ≥ 0`, `h ← m` where `F(m) ≤ 0`. The final midpoint is `g`.
 //! 4. Gradient by implicit differentiation with the ratios formed directly at
@@ -39,8 +39,8 @@
 //! - `φ(u)/Φ(u)` and `λc/Φ(u)` are `0/0 = NaN` once `Φ(u)` underflows (`u < −38.5`), and lose
 //!   accuracy before that only through `erfc`'s relative accuracy (a few ulp). The stable
 //!   index uses Mills' ratio and `log Φ` there.
-//! - The L-BFGS-B maximizer treats a non-finite value or gradient as a failed line-search
-//!   trial, as SciPy's does for the reference.
+//! - Pandora's L-BFGS-B treats a non-finite value or gradient as `+∞` for the minimized
+//!   objective: a rejected line-search trial, or the end of a restart that starts there.
 //!
 //! So at the λ of the PBGI paper's Bayesian-regret experiments (`λ = 10⁻⁴`, prior `σ ≤ 1`,
 //! root `u ≳ −3.3`) the two indices agree to a few ulp of `g` and the gradients to
