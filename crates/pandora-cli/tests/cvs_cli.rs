@@ -94,6 +94,31 @@ fn reduced_figure_2_configs_run_at_smoke_size() {
     }
 }
 
+/// The App. B grid (the naive per-unit-cost baselines) runs at its smoke size (which keeps the
+/// first variance only), with the setting's figure and the objective's.
+#[test]
+fn appendix_b_config_runs_at_smoke_size() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config_path().replace("cvs_fig2.toml", "cvs_app_b_naive.toml");
+    let out = pandora(
+        dir.path(),
+        &["cvs", &cfg, "--smoke", "--quiet", "--out", "res"],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let res = dir.path().join("res");
+    let summary = std::fs::read_to_string(res.join("summary.csv")).unwrap();
+    assert!(summary.contains("ucb-naive") && summary.contains("etc-100"));
+    let stems = [
+        "gp_sample_moderate_var0.02".to_string(),
+        "gp_sample".to_string(),
+    ];
+    assert_figures(&res, &stems, &["ucb-naive", "ucb-cvs", "mean ± 1 s.e."]);
+}
+
 #[test]
 fn figure_2_config_runs_at_smoke_size_and_resumes() {
     let dir = tempfile::tempdir().unwrap();
