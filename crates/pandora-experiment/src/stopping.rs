@@ -102,22 +102,9 @@ pub fn record(spec: &StatisticsSpec, inp: &RecordInputs<'_>) -> Result<StoppingS
     let g = Guard::default();
     let err = |what: &str| format!("stopping statistic {what} at iteration {t}");
     let mut out = StoppingStats {
-        iteration: t,
-        n: inp.y.len(),
         best: state.incumbent().1,
         cumulative_cost: state.cumulative_cost(),
-        max_log_eipc: None,
-        max_log_eipc_before_update: None,
-        max_log_eipc_inv: None,
-        ucb_lcb: None,
-        srgap: None,
-        prb: None,
-        prb_samples: None,
-        params: None,
-        seconds: 0.0,
-        cpu_seconds: None,
-        seconds_prb: None,
-        statistic_seconds: None,
+        ..StoppingStats::empty(t, inp.y.len())
     };
     let clock = if crate::cpu_clock::exact_here() && crate::cpu_clock::thread_seconds().is_some() {
         SecondsClock::Cpu

@@ -169,10 +169,9 @@ pub struct StoppingStats {
     pub statistic_seconds: Option<StatisticSeconds>,
 }
 
-#[cfg(test)]
 impl StoppingStats {
     /// A line of iteration `iteration` on `n` observations with best value and cost 0 and no
-    /// statistic (a base for test fixtures).
+    /// statistic: the base the stopping step fills in (and of test fixtures).
     pub(crate) fn empty(iteration: usize, n: usize) -> Self {
         Self {
             iteration,
