@@ -48,6 +48,24 @@ fn assert_figures(dir: &Path, stems: &[String], must_mention: &[&str]) {
     }
 }
 
+/// Runs `experiments/FILE` at its smoke size into a temporary directory (kept alive by the
+/// returned guard); returns the guard and the output directory.
+fn run_smoke(file: &str) -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config_path().replace("cvs_fig2.toml", file);
+    let out = pandora(
+        dir.path(),
+        &["cvs", &cfg, "--smoke", "--quiet", "--out", "res"],
+    );
+    assert!(
+        out.status.success(),
+        "{file}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let res = dir.path().join("res");
+    (dir, res)
+}
+
 /// The reduced Figure 2 grids parse and run at their smoke size too, with their figures.
 #[test]
 fn reduced_figure_2_configs_run_at_smoke_size() {
@@ -70,18 +88,7 @@ fn reduced_figure_2_configs_run_at_smoke_size() {
             ],
         ),
     ] {
-        let dir = tempfile::tempdir().unwrap();
-        let cfg = config_path().replace("cvs_fig2.toml", file);
-        let out = pandora(
-            dir.path(),
-            &["cvs", &cfg, "--smoke", "--quiet", "--out", "res"],
-        );
-        assert!(
-            out.status.success(),
-            "{file}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let res = dir.path().join("res");
+        let (_dir, res) = run_smoke(file);
         assert!(res.join("summary.csv").exists(), "{file}");
         // A figure per setting and one per objective.
         let mut all: Vec<String> = stems.iter().map(|s| s.to_string()).collect();
@@ -98,18 +105,7 @@ fn reduced_figure_2_configs_run_at_smoke_size() {
 /// first variance only), with the setting's figure and the objective's.
 #[test]
 fn appendix_b_config_runs_at_smoke_size() {
-    let dir = tempfile::tempdir().unwrap();
-    let cfg = config_path().replace("cvs_fig2.toml", "cvs_app_b_naive.toml");
-    let out = pandora(
-        dir.path(),
-        &["cvs", &cfg, "--smoke", "--quiet", "--out", "res"],
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let res = dir.path().join("res");
+    let (_dir, res) = run_smoke("cvs_app_b_naive.toml");
     let summary = std::fs::read_to_string(res.join("summary.csv")).unwrap();
     assert!(summary.contains("ucb-naive") && summary.contains("etc-100"));
     let stems = [
