@@ -11,7 +11,7 @@
 //! log-cost summary `(m, v)`. In exact arithmetic the two modules return the same `g` and the
 //! same gradient; they differ only in floating point.
 //!
-//! # Algorithm (the reference's `GittinsIndexFunction`, notes §1.2 and §1.6)
+//! # Algorithm (the authors' plain `GittinsIndexFunction`, as read from their code)
 //!
 //! 1. `F(g) = σ·h_naive((μ − g)/σ) − λc` with `h_naive(u) = φ(u) + u·Φ(u)` summed as written
 //!    (`Φ(u) = erfc(−u/√2)/2`), as BoTorch's `_ei_helper` does.
@@ -57,8 +57,8 @@
 //! # Reference
 //!
 //! Xie et al., "Cost-aware Bayesian optimization via the Pandora's Box Gittins index",
-//! NeurIPS 2024, App. D.1 (S-PBGI, eq. (84)); the reference code's `GittinsIndexFunction`
-//! (`docs/reference-code.md`).
+//! NeurIPS 2024, App. D.1 (S-PBGI, eq. (84)); the authors' code's plain
+//! `GittinsIndexFunction` (bracketing, bisection and gradient as described above).
 
 use super::{LogCost, Partials, PointwiseAcquisition};
 
