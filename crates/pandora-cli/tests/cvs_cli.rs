@@ -115,6 +115,57 @@ fn appendix_b_config_runs_at_smoke_size() {
     assert_figures(&res, &stems, &["ucb-naive", "ucb-cvs", "mean ± 1 s.e."]);
 }
 
+/// A grid extended by a policy takes the reference optima from its finished runs instead of
+/// searching them again: the new policy's runs hold the same optimum, bit for bit.
+#[test]
+fn an_extended_grid_reuses_the_reference_optima_of_its_finished_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config_path().replace("cvs_fig2.toml", "cvs_app_b_naive.toml");
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    let names = r#"names = ["ucb-cvs", "etc-50", "etc-100", "etc-ada", "ts-psq", "ucb-psq", "ucb-naive", "random"]"#;
+    assert!(text.contains(names), "the App. B policy list changed");
+    let fewer = text.replace(names, r#"names = ["ucb-cvs", "random"]"#);
+    std::fs::write(dir.path().join("fewer.toml"), fewer).unwrap();
+    std::fs::write(
+        dir.path().join("more.toml"),
+        text.replace(names, r#"names = ["ucb-cvs", "random", "ucb-naive"]"#),
+    )
+    .unwrap();
+    let first = pandora(
+        dir.path(),
+        &["cvs", "fewer.toml", "--smoke", "--out", "res", "--quiet"],
+    );
+    let err = String::from_utf8_lossy(&first.stderr);
+    assert!(first.status.success(), "{err}");
+    assert!(
+        err.contains("reference optima: 1 searched, 0 taken"),
+        "{err}"
+    );
+    let second = pandora(
+        dir.path(),
+        &["cvs", "more.toml", "--smoke", "--out", "res", "--quiet"],
+    );
+    let err = String::from_utf8_lossy(&second.stderr);
+    assert!(second.status.success(), "{err}");
+    assert!(
+        err.contains("reference optima: 0 searched, 1 taken"),
+        "{err}"
+    );
+    assert!(
+        err.contains("1 run(s) carried out, 2 already complete"),
+        "{err}"
+    );
+    let optimum = |policy: &str| -> u64 {
+        let p = dir.path().join(format!(
+            "res/runs/gp_sample_moderate_var0.02_{policy}_seed0.json"
+        ));
+        let r: Value = serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
+        r["optimum"].as_f64().unwrap().to_bits()
+    };
+    assert_eq!(optimum("ucb-naive"), optimum("ucb-cvs"));
+    assert_eq!(optimum("ucb-naive"), optimum("random"));
+}
+
 #[test]
 fn figure_2_config_runs_at_smoke_size_and_resumes() {
     let dir = tempfile::tempdir().unwrap();

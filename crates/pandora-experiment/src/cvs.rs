@@ -22,7 +22,9 @@
 //! ([`crate::cluster`]) on this grid: the weight above, in seconds by a rate per
 //! (setting, policy) measured on the run records in the output directory or by a calibration,
 //! and the reference optima (one per objective × variance × seed, computed by every shard that
-//! has a run needing it) as the shards' shared set-up.
+//! has a run needing it) as the shards' shared set-up. A run takes its reference optimum from a
+//! finished run of the grid with the same objective, variance and seed when one exists, so a
+//! grid extended by policies or seeds searches only the optima it has not met.
 
 use crate::config::file_component;
 use crate::execute::{Options, Outcome, Tally};
@@ -408,6 +410,81 @@ fn reference_optimum(plan: &Plan, r: &RunSpec) -> Result<f64> {
     Ok(best.value)
 }
 
+/// The record of run `r` in `runs_dir` if the run is finished (its file exists), `None` if not.
+/// A run file counts only if it was made with the same settings (a changed budget or bank size
+/// must not be mixed silently into the summary): otherwise an error naming both; older records
+/// without a bank size are compared on the rest.
+fn finished_record(runs_dir: &Path, r: &RunSpec) -> Result<Option<RunRecord>> {
+    let path = runs_dir.join(r.file_name());
+    if !path.exists() {
+        return Ok(None);
+    }
+    let old: RunRecord =
+        serde_json::from_slice(&std::fs::read(&path).with_context(|| format!("reading {path:?}"))?)
+            .with_context(|| format!("parsing {path:?}"))?;
+    let same = RunSpec {
+        bank_size: old.spec.bank_size.or(r.bank_size),
+        ..old.spec.clone()
+    } == *r;
+    if !same {
+        bail!(
+            "{path:?} was made with other settings ({:?}) than this configuration asks for \
+             ({r:?}): use another --out directory or remove the old runs",
+            old.spec
+        );
+    }
+    Ok(Some(old))
+}
+
+/// The reference optima the runs `todo` need, by [`optimum_key`]. The optimum of the expected
+/// objective depends on the objective, the variance and the seed (function and bank), not on the
+/// costs or the policy, so each is computed once, and not at all when a finished run of the grid
+/// in `runs_dir` with the same key already holds it (same settings, so the same search: a grid
+/// extended by a policy or a seed does not search its optima again, and every policy of a setting
+/// is measured against the same number). Call it inside the run pool: the searches run on it.
+fn reference_optima(
+    plan: &Plan,
+    todo: &[&RunSpec],
+    runs_dir: &Path,
+    reporter: &dyn Reporter,
+) -> Result<BTreeMap<(String, String, u64), f64>> {
+    let mut needed: BTreeMap<(String, String, u64), &RunSpec> = BTreeMap::new();
+    for r in todo {
+        needed.entry(optimum_key(r)).or_insert(r);
+    }
+    let mut optimum = BTreeMap::new();
+    for r in &plan.runs {
+        let key = optimum_key(r);
+        if !needed.contains_key(&key) || optimum.contains_key(&key) {
+            continue;
+        }
+        // Runs of other shards are not this process's to refuse: one made with other settings
+        // is only not used.
+        if let Ok(Some(rec)) = finished_record(runs_dir, r) {
+            optimum.insert(key, rec.optimum);
+        }
+    }
+    let reused = optimum.len();
+    let search: Vec<(&(String, String, u64), &&RunSpec)> = needed
+        .iter()
+        .filter(|(k, _)| !optimum.contains_key(*k))
+        .collect();
+    let found: Vec<Result<f64>> = search
+        .par_iter()
+        .map(|(_, r)| reference_optimum(plan, r))
+        .collect();
+    for ((k, _), o) in search.iter().zip(found) {
+        optimum.insert((*k).clone(), o?);
+    }
+    if !needed.is_empty() {
+        reporter.note(&format!(
+            "reference optima: {} searched, {reused} taken from finished runs in {runs_dir:?}",
+            needed.len() - reused
+        ));
+    }
+    Ok(optimum)
+}
+
 /// The runs of `plan` in `shard` (all without one).
 fn shard_runs(plan: &Plan, shard: Option<Shard>) -> Result<Vec<&RunSpec>> {
     let Some(s) = shard else {
@@ -567,52 +644,14 @@ pub fn run_config(config: &str, options: &Options, reporter: &dyn Reporter) -> R
         .num_threads(jobs)
         .build()
         .context("building the thread pool")?;
-    // A run file is reused only if it was made with the same settings (a changed budget or bank
-    // size must not be mixed silently into the summary); older records without a bank size are
-    // compared on the rest.
     let mut todo: Vec<&RunSpec> = Vec::new();
     for r in selected.iter().copied() {
-        let path = runs_dir.join(r.file_name());
-        if !path.exists() {
+        if finished_record(&runs_dir, r)?.is_none() {
             todo.push(r);
-            continue;
-        }
-        let old: RunRecord = serde_json::from_slice(&std::fs::read(&path)?)
-            .with_context(|| format!("parsing {path:?}"))?;
-        let same = RunSpec {
-            bank_size: old.spec.bank_size.or(r.bank_size),
-            ..old.spec.clone()
-        } == *r;
-        if !same {
-            bail!(
-                "{path:?} was made with other settings ({:?}) than this configuration asks for \
-                 ({r:?}): use another --out directory or remove the old runs",
-                old.spec
-            );
         }
     }
-    // The optimum of the expected objective depends on the objective, the variance and the
-    // seed (function and bank), not on the costs or the policy: compute each once.
-    let mut keys: Vec<(String, String, u64)> = todo.iter().copied().map(optimum_key).collect();
-    keys.sort();
-    keys.dedup();
     let failures = pool.install(|| -> Result<Tally> {
-        let optima: Vec<Result<f64>> = keys
-            .par_iter()
-            .map(|(obj, var, seed)| {
-                let r = todo
-                    .iter()
-                    .find(|r| {
-                        &r.objective == obj && &r.variance.to_string() == var && r.seed == *seed
-                    })
-                    .expect("a run for every key");
-                reference_optimum(&plan, r)
-            })
-            .collect();
-        let mut optimum = BTreeMap::new();
-        for (k, o) in keys.iter().zip(optima) {
-            optimum.insert(k.clone(), o?);
-        }
+        let optimum = reference_optima(&plan, &todo, &runs_dir, reporter)?;
         let results: Vec<(&RunSpec, Result<Done>)> = todo
             .par_iter()
             .map(|r| (*r, run_one(&plan, r, optimum[&optimum_key(r)], &runs_dir)))
